@@ -1,0 +1,19 @@
+"""The registry of kinds: kind -> class, channels and templates (defaults plus SLUICE_KINDS)."""
+
+from .conf import sluice_settings
+from .exceptions import UnknownKind
+
+
+def get_kind(name):
+    """The Kind called ``name``; raise UnknownKind naming it and the known kinds."""
+    kinds = sluice_settings().kinds
+    try:
+        return kinds[name]
+    except (KeyError, TypeError):
+        known = ", ".join(sorted(kinds))
+        raise UnknownKind(f"unknown notification kind {name!r}; known kinds: {known}") from None
+
+
+def all_kinds():
+    """Every registered kind, by name."""
+    return dict(sluice_settings().kinds)

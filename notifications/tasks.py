@@ -1,0 +1,108 @@
+"""The send tasks, one per class: render an event and hand it to each of its channels once."""
+
+import logging
+
+from notifications.conf import CLASSES, sluice_settings
+from pipeline import keys
+from pipeline.celery import app
+from pipeline.queues import send_task_name
+from pipeline.store import get_redis, script
+
+from .channels import get_channel
+from .channels.base import Message, PermanentSendError
+from .render import render
+
+logger = logging.getLogger("sluice.send")
+
+# A claim outlives any single send attempt but expires well before the broker's visibility
+# timeout hands the message to another worker, so a crashed sender's claim never blocks a resend.
+CLAIM_TTL_S = 120
+SENT_TTL_S = 7 * 24 * 3600
+MAX_RETRIES = 5
+
+
+class ClaimedElsewhere(Exception):
+    """Another worker holds the send claim, or died holding it and the claim has not expired."""
+
+
+def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, **extra):
+    """Render the event and send it on every channel of its kind, skipping channels already sent."""
+    kind_obj = sluice_settings().kinds.get(kind)
+    if kind_obj is None:
+        # Settings changed between publish and send; failing loudly beats dropping quietly.
+        raise LookupError(f"kind {kind!r} is no longer registered; notification {notification_id} not sent")
+    template = kind_obj.digest_template if count > 1 else kind_obj.template
+    context = {"kind": kind, "entity_id": entity_id, "payload": payload, "count": count, **extra}
+    subject, body = render(template, context)
+    failed = []
+    for channel in kind_obj.channels:
+        message = Message(
+            id=notification_id,
+            channel=channel,
+            kind=kind,
+            klass=kind_obj.klass,
+            user_id=user_id,
+            entity_id=entity_id,
+            subject=subject,
+            body=body,
+            payload=payload,
+            count=count,
+        )
+        try:
+            send_once(message)
+        except PermanentSendError as exc:
+            logger.warning("send %s on %s failed for good: %s", notification_id, channel, exc)
+        except ClaimedElsewhere as exc:
+            raise task.retry(exc=exc, countdown=CLAIM_TTL_S, max_retries=MAX_RETRIES) from None
+        except Exception as exc:  # noqa: BLE001 - any backend failure is retried, then reported
+            failed.append((channel, exc))
+    if failed:
+        channel, exc = failed[0]
+        logger.warning("send %s on %s failed, will retry: %s", notification_id, channel, exc)
+        raise task.retry(exc=exc, countdown=min(2 ** task.request.retries, 60), max_retries=MAX_RETRIES)
+
+
+def send_once(message):
+    """Send ``message`` unless this notification already went out on this channel.
+
+    The claim is atomic (claim_send.lua); a redelivered message finds "sent" and stops.
+    """
+    client = get_redis()
+    key = keys.sent(message.id, message.channel)
+    previous = script("claim_send")(keys=[key], args=[CLAIM_TTL_S])
+    if previous == b"sent":
+        return False
+    if previous == b"sending":
+        # Another worker holds the claim (or died holding it): try again once it may have expired.
+        raise ClaimedElsewhere(f"{message.id} on {message.channel} is being sent elsewhere")
+    try:
+        get_channel(message.channel).send(message)
+    except PermanentSendError:
+        client.set(key, "sent", ex=SENT_TTL_S)
+        raise
+    except BaseException:
+        client.delete(key)
+        raise
+    client.set(key, "sent", ex=SENT_TTL_S)
+    return True
+
+
+def _register(klass):
+    def send(self, **kwargs):
+        return deliver(self, **kwargs)
+
+    send.__name__ = f"send_{klass}"
+    return app.task(
+        send,
+        name=send_task_name(klass),
+        bind=True,
+        # Acked after the send: a worker that dies mid-send leaves the message to be redelivered,
+        # and send_once makes the redelivery harmless. On Redis an early ack saves no round trip.
+        acks_late=True,
+        # Only critical runs in prefork children; a child lost mid-send requeues its message.
+        reject_on_worker_lost=klass == "critical",
+        ignore_result=True,
+    )
+
+
+send_tasks = {klass: _register(klass) for klass in CLASSES}
