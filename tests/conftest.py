@@ -66,3 +66,13 @@ def locmem_channels(settings):
 @pytest.fixture
 def user(db, django_user_model):
     return django_user_model.objects.create_user("ada", email="ada@example.com", password="x")
+
+
+DB_FIXTURES = {"db", "transactional_db", "django_db_setup", "django_user_model", "user"}
+
+
+def pytest_collection_modifyitems(items):
+    """Mark every test that touches the database, so CI can run those again on PostgreSQL."""
+    for item in items:
+        if DB_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("django_db"):
+            item.add_marker(pytest.mark.database)

@@ -17,8 +17,15 @@ class RedisRecorderChannel(BaseChannel):
         delay = self.options.get("delay_ms", 0) / 1000
         if delay:
             time.sleep(delay)
-        record = {"id": message.id, "channel": message.channel, "class": message.klass, "kind": message.kind,
-                  "entity_id": message.entity_id, "count": message.count, "started": started}
+        record = {
+            "id": message.id,
+            "channel": message.channel,
+            "class": message.klass,
+            "kind": message.kind,
+            "entity_id": message.entity_id,
+            "count": message.count,
+            "started": started,
+        }
         get_redis().rpush(SENT_KEY, json.dumps(record))
 
 

@@ -6,10 +6,10 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 
 from notifications import notify
+from notifications.kinds import get_kind
 from notifications.tasks import send_tasks
 from pipeline.celery import app
 from pipeline.publish import publish_event
-from notifications.kinds import get_kind
 
 
 def wait_for(predicate, timeout=20.0):
@@ -23,8 +23,15 @@ def wait_for(predicate, timeout=20.0):
 
 @pytest.fixture
 def worker(redis_client, locmem_channels):
-    with start_worker(app, pool="threads", concurrency=4, perform_ping_check=False,
-                      queues=["critical", "routine", "background"], loglevel="WARNING", shutdown_timeout=30):
+    with start_worker(
+        app,
+        pool="threads",
+        concurrency=4,
+        perform_ping_check=False,
+        queues=["critical", "routine", "background"],
+        loglevel="WARNING",
+        shutdown_timeout=30,
+    ):
         yield locmem_channels
 
 

@@ -43,8 +43,13 @@ def test_event_lands_on_its_class_queue_as_a_celery_message(redis_client, user, 
     assert message["properties"]["delivery_info"]["routing_key"] == queue
     args, kwargs, _embed = json.loads(base64.b64decode(message["body"]))
     assert args == []
-    assert kwargs == {"notification_id": headers["id"], "kind": kind, "user_id": user.pk,
-                      "entity_id": "e1", "payload": {"title": "Q3"}}
+    assert kwargs == {
+        "notification_id": headers["id"],
+        "kind": kind,
+        "user_id": user.pk,
+        "entity_id": "e1",
+        "payload": {"title": "Q3"},
+    }
     # Personal data stays out of what Flower and the logs show.
     assert "Q3" not in headers["kwargsrepr"]
 

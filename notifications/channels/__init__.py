@@ -1,6 +1,6 @@
 """Delivery channel backends, chosen by dotted path in SLUICE_CHANNELS (like EMAIL_BACKEND)."""
 
-from functools import lru_cache
+from functools import cache
 
 from django.core.signals import setting_changed
 from django.dispatch import receiver
@@ -9,7 +9,7 @@ from django.utils.module_loading import import_string
 from ..conf import sluice_settings
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_channel(name):
     """The backend instance for channel ``name``, built once per process from SLUICE_CHANNELS."""
     conf = sluice_settings().channels[name]

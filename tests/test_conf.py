@@ -1,0 +1,79 @@
+"""Settings: one resolver, ImproperlyConfigured naming the setting, and system checks."""
+
+import pytest
+from django.core.checks import run_checks
+from django.core.exceptions import ImproperlyConfigured
+
+from notifications.conf import sluice_settings
+from pipeline.queues import celery_queue_settings
+
+
+def test_defaults_are_valid():
+    conf = sluice_settings()
+    assert {k: q.capacity for k, q in conf.queues.items()} == {"critical": 2048, "routine": 2048, "background": 2048}
+    assert conf.queues["critical"].wait_ms == 250
+    assert conf.kinds["meeting.reminder"].klass == "critical"
+    assert conf.kinds["task.due_changed"].klass == "routine"
+    assert conf.kinds["meeting.participant_left"].klass == "background"
+    assert conf.max_payload_bytes == 16 * 1024
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        ("SLUICE_QUEUES", {"critical": {"capacity": 0}}, r"SLUICE_QUEUES\['critical'\]\['capacity'\] must be"),
+        ("SLUICE_QUEUES", {"routine": {"capacity": "10"}}, r"SLUICE_QUEUES\['routine'\]\['capacity'\]"),
+        ("SLUICE_QUEUES", {"critical": {"wait_ms": -1}}, r"\['wait_ms'\] must be an integer >= 0"),
+        ("SLUICE_QUEUES", {"urgent": {}}, "unknown classes"),
+        ("SLUICE_QUEUES", {"routine": {"capacity": 10, "ceiling": 5}}, r"\['ceiling'\] \(5\) must be >="),
+        ("SLUICE_QUEUES", {"routine": {"queue": "celery"}}, r"\['queue'\] must be"),
+        ("SLUICE_QUEUES", [], "SLUICE_QUEUES must be a dict"),
+        ("SLUICE_KINDS", {"x.y": {"class": "urgent", "channels": ["email"]}}, r"SLUICE_KINDS\['x.y'\]\['class'\]"),
+        ("SLUICE_KINDS", {"x.y": {"class": "routine", "channels": ["fax"]}}, "not in SLUICE_CHANNELS"),
+        ("SLUICE_CHANNELS", {"email": {"backend": "no.such.Backend"}}, "cannot be imported"),
+        ("SLUICE_MAX_PAYLOAD_BYTES", 0, "SLUICE_MAX_PAYLOAD_BYTES must be"),
+        ("SLUICE_DIGEST", {"max_keys": 0}, r"SLUICE_DIGEST\['max_keys'\]"),
+    ],
+)
+def test_bad_setting_names_itself(settings, name, value, words):
+    setattr(settings, name, value)
+    with pytest.raises(ImproperlyConfigured, match=words):
+        sluice_settings()
+    errors = [e for e in run_checks() if e.id == "sluice.E001"]
+    assert len(errors) == 1
+    assert name in errors[0].msg
+
+
+def test_project_adds_its_own_kind(settings):
+    settings.SLUICE_KINDS = {"invoice.paid": {"class": "routine", "channels": ["email"]}}
+    kinds = sluice_settings().kinds
+    assert kinds["invoice.paid"].template == "notifications/invoice_paid.txt"
+    assert "meeting.reminder" in kinds
+
+
+def test_environment_json_is_read(monkeypatch):
+    from settings.sluice import _env_json
+
+    monkeypatch.setenv("SLUICE_QUEUES", '{"routine": {"capacity": 5}}')
+    assert _env_json("SLUICE_QUEUES", {}) == {"routine": {"capacity": 5}}
+    monkeypatch.setenv("SLUICE_QUEUES", "{nope")
+    with pytest.raises(ImproperlyConfigured, match="SLUICE_QUEUES in the environment is not valid JSON"):
+        _env_json("SLUICE_QUEUES", {})
+
+
+def test_exactly_three_queues_and_routing_is_data():
+    conf = celery_queue_settings()
+    assert [q.name for q in conf["task_queues"]] == ["critical", "routine", "background"]
+    assert conf["task_default_queue"] != "celery"
+    assert conf["task_routes"]["sluice.send.critical"] == {"queue": "critical"}
+
+
+def test_backend_that_cannot_be_built_is_a_check_error(settings):
+    settings.SLUICE_CHANNELS = {
+        "email": {"backend": "notifications.channels.webhook.WebhookChannel"},
+        "push": {"backend": "notifications.channels.console.ConsoleChannel"},
+        "sms": {"backend": "notifications.channels.console.ConsoleChannel"},
+    }
+    errors = [e for e in run_checks() if e.id == "sluice.E002"]
+    assert len(errors) == 1
+    assert "url" in errors[0].msg

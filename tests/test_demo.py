@@ -1,0 +1,21 @@
+"""`manage.py demo --exit` runs the stack end to end and exits 0 once every kind was delivered."""
+
+import subprocess
+import sys
+
+import pytest
+
+from pipeline.processes import ROOT
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_demo_delivers_one_of_each_kind_and_exits(redis_server, redis_client, tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "REDIS_URL": redis_server.url, "DATABASE_URL": f"sqlite:///{tmp_path}/demo.db"}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "demo", "--exit"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=170
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "all 11 deliveries shown" in done.stdout
+    assert done.stdout.count("delivered by the critical pool") == 5
+    assert "stopped everything the demo started" in done.stdout
