@@ -1,8 +1,16 @@
-"""URL configuration: the admin, for now."""
+"""URL configuration: the admin and a health check for probes."""
 
 from django.contrib import admin
+from django.http import JsonResponse
 from django.urls import path
+
+
+def healthz(request):
+    """Liveness: the process serves requests. It checks no dependency, so an outage never restarts pods."""
+    return JsonResponse({"status": "ok"})
+
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("healthz", healthz),
 ]
