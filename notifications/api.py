@@ -14,13 +14,15 @@ from .kinds import get_kind
 def notify(user, kind, *, entity_id, payload=None):
     """Send a notification of ``kind`` about ``entity_id`` to ``user`` (a User or its pk).
 
-    Returns an Outcome. A critical event that finds no room within its wait budget raises
-    Rejected. Bad input raises a NotifyError subclass, and then nothing is published.
+    Returns an Outcome: ACCEPTED (queued), or, when the class queue is full, FOLDED (routine, into the
+    digest), COLLAPSED (background, latest state kept) or DEFERRED (routine for a user who opted out
+    of digests: waits in a bounded overflow). A critical event that finds no room within its wait
+    budget raises Rejected, as does a deferred one whose overflow is full too. Bad input raises a
+    NotifyError subclass, and then nothing is published.
     """
     from pipeline.publish import publish_event
 
-    event = _validate(user, kind, entity_id, payload)
-    return publish_event(*event)
+    return publish_event(_validate(user, kind, entity_id, payload))
 
 
 def notify_on_commit(user, kind, *, entity_id, payload=None, using=None):
@@ -32,16 +34,18 @@ def notify_on_commit(user, kind, *, entity_id, payload=None, using=None):
     from pipeline.publish import publish_event
 
     event = _validate(user, kind, entity_id, payload)
-    transaction.on_commit(lambda: publish_event(*event), using=using)
+    transaction.on_commit(lambda: publish_event(event), using=using)
 
 
 def _validate(user, kind, entity_id, payload):
+    from pipeline.publish import Event
+
     conf = sluice_settings()
     kind_obj = get_kind(kind)
     entity_id = _entity_id(entity_id, conf.max_entity_id_length)
     payload_json = _payload_json(payload, conf.max_payload_bytes)
     user_id = _user_id(user)
-    return kind_obj, uuid.uuid4().hex, user_id, entity_id, payload_json
+    return Event(kind_obj, uuid.uuid4().hex, user_id, entity_id, payload_json)
 
 
 def _entity_id(entity_id, limit):

@@ -3,10 +3,12 @@
 from django.template.loader import select_template
 
 DEFAULT_TEMPLATE = "notifications/default.txt"
+DEFAULT_DIGEST_TEMPLATE = "digest/default.txt"
 
 
-def render(template_name, context):
-    """Return (subject, body) from ``template_name``, or the default template when it is missing."""
-    text = select_template([template_name, DEFAULT_TEMPLATE]).render(context)
+def render(kind, context, digest=False):
+    """Return (subject, body) for ``kind``: its own template, or the default one when it has none."""
+    names = [kind.digest_template, DEFAULT_DIGEST_TEMPLATE] if digest else [kind.template, DEFAULT_TEMPLATE]
+    text = select_template(names).render(context)
     subject, _, body = text.strip().partition("\n")
     return subject.strip(), body.strip()

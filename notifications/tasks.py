@@ -31,9 +31,9 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, *
     if kind_obj is None:
         # Settings changed between publish and send; failing loudly beats dropping quietly.
         raise LookupError(f"kind {kind!r} is no longer registered; notification {notification_id} not sent")
-    template = kind_obj.digest_template if count > 1 else kind_obj.template
     context = {"kind": kind, "entity_id": entity_id, "payload": payload, "count": count, **extra}
-    subject, body = render(template, context)
+    # A routine fold of several events is a digest; a background collapse shows only the latest state.
+    subject, body = render(kind_obj, context, digest=count > 1 and kind_obj.klass == "routine")
     failed = []
     for channel in kind_obj.channels:
         message = Message(

@@ -1,33 +1,48 @@
-"""Publish a send task for one event: build the message and push it in one round trip."""
+"""Publish one validated event: build its Celery message and admit it to its class queue."""
 
 import json
+from dataclasses import dataclass
 
-from notifications.outcome import Outcome
+from notifications.conf import Kind, sluice_settings
 
+from .admission import admit
 from .message import envelope
-from .queues import queue_for_class, send_task_name
-from .store import get_redis
+from .queues import send_task_name
 
 
-def event_kwargs_json(notification_id, kind, user_id, entity_id, payload_json):
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A validated event, ready to publish."""
+
+    kind: Kind
+    notification_id: str
+    user_id: object
+    entity_id: str
+    payload_json: str
+
+
+def event_kwargs_json(notification_id, kind, user_id, entity_id, payload_json, **extra):
     """The send task's kwargs as a JSON object, splicing in the payload serialised once."""
     head = json.dumps(
-        {"notification_id": notification_id, "kind": kind, "user_id": user_id, "entity_id": entity_id},
+        {"notification_id": notification_id, "kind": kind, "user_id": user_id, "entity_id": entity_id, **extra},
         separators=(",", ":"),
     )
     return f'{head[:-1]},"payload":{payload_json}}}'
 
 
-def publish_event(kind, notification_id, user_id, entity_id, payload_json):
-    """Publish one event of ``kind`` (a notifications.conf.Kind) to its class queue."""
-    klass = kind.klass
-    queue = queue_for_class(klass)
-    message = envelope(
-        send_task_name(klass),
-        notification_id,
-        event_kwargs_json(notification_id, kind.name, user_id, entity_id, payload_json),
-        queue,
+def event_message(event, queue_name):
+    """The Celery message that sends ``event``."""
+    kind = event.kind
+    return envelope(
+        send_task_name(kind.klass),
+        event.notification_id,
+        event_kwargs_json(event.notification_id, kind.name, event.user_id, event.entity_id, event.payload_json),
+        queue_name,
         kwargsrepr=f"{{'kind': {kind.name!r}}}",
     )
-    get_redis().lpush(queue, message)
-    return Outcome.ACCEPTED
+
+
+def publish_event(event):
+    """Admit ``event`` to its class queue; return its Outcome or raise Rejected."""
+    queue = sluice_settings().queues[event.kind.klass]
+    return admit(event, queue, event_message(event, queue.name))

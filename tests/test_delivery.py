@@ -9,7 +9,7 @@ from notifications import notify
 from notifications.kinds import get_kind
 from notifications.tasks import send_tasks
 from pipeline.celery import app
-from pipeline.publish import publish_event
+from pipeline.publish import Event, publish_event
 
 
 def wait_for(predicate, timeout=20.0):
@@ -55,10 +55,10 @@ def test_each_class_is_delivered_on_each_channel(worker, user, kind, klass, chan
 
 
 def test_redelivered_message_is_not_sent_twice(worker, user):
-    event = (get_kind("meeting.invitation"), "fixed-id-1", user.pk, "m-1", "{}")
-    publish_event(*event)
+    event = Event(get_kind("meeting.invitation"), "fixed-id-1", user.pk, "m-1", "{}")
+    publish_event(event)
     assert wait_for(lambda: len(worker) == 1)
-    publish_event(*event)  # the same notification id again, as a redelivery would bring it
+    publish_event(event)  # the same notification id again, as a redelivery would bring it
     notify(user, "meeting.invitation", entity_id="m-2")
     assert wait_for(lambda: len(worker) == 2)
     time.sleep(0.3)

@@ -1,0 +1,129 @@
+"""The flush task: claim pending folds, publish one digest message per key, exactly once; drain the overflow."""
+
+import logging
+import time
+import uuid
+
+from notifications.conf import CLASSES, sluice_settings
+from pipeline import keys
+from pipeline.celery import app
+from pipeline.message import envelope
+from pipeline.publish import event_kwargs_json
+from pipeline.queues import send_task_name
+from pipeline.store import get_redis, script
+
+from . import store
+
+logger = logging.getLogger("sluice.digest")
+
+FLUSH_TASK = "sluice.digest.flush"
+DRAIN_TASK = "sluice.overflow.drain"
+BATCH = 500
+# Longer than a flush of one batch takes; after it, another flusher takes a dead one's claim over.
+LEASE_S = 60
+DRAIN_LIMIT = 1000
+
+
+@app.task(name=FLUSH_TASK, ignore_result=True)
+def flush(trigger="beat"):
+    """Publish every pending fold as one digest message per key; return how many were published."""
+    try:
+        return run_flush(trigger)
+    finally:
+        if trigger == "size":
+            get_redis().delete(keys.size_trigger())
+
+
+@app.task(name=DRAIN_TASK, ignore_result=True)
+def drain():
+    """Move opted-out users' waiting messages into their queues while there is room."""
+    return drain_overflows()
+
+
+def enqueue_size_flush():
+    """Ask for a flush now: the pending keys reached SLUICE_DIGEST['max_keys'] (fold.lua set the flag)."""
+    flush.apply_async(kwargs={"trigger": "size"})
+
+
+def run_flush(trigger, batch=BATCH):
+    """Recover dead claims, then claim and publish in batches until pending is empty or a queue is full."""
+    from .preferences import sync_optouts
+
+    sync_optouts()
+    published = 0
+    full = set()
+    for stale in store.expired_claims():
+        store.renew(stale, LEASE_S)
+        logger.warning("taking over flush %s, whose flusher died or stalled", stale)
+        published += _publish(stale, store.claimed_members(stale), full)
+    flush_id = uuid.uuid4().hex
+    while not full:
+        members = store.claim(flush_id, batch, LEASE_S)
+        if not members:
+            break
+        published += _publish(flush_id, members, full)
+    drained = drain_overflows()
+    pipe = get_redis().pipeline(transaction=False)
+    pipe.hset(keys.digest_stats(), mapping={"last_flush_at": time.time(), "last_flush_size": published})
+    pipe.hincrby(keys.counters(), "digest:flushes", 1)
+    pipe.execute()
+    logger.info("flush (%s): %d digest messages published, %d overflow messages moved", trigger, published, drained)
+    return published
+
+
+def _publish(flush_id, members, full):
+    """Publish the claimed folds of ``members``; a fold whose queue is full goes back to pending."""
+    conf = sluice_settings()
+    published = 0
+    for fold in store.read_claimed(flush_id, members):
+        kind = conf.kinds.get(fold.kind)
+        klass = kind.klass if kind else "routine"
+        if klass in full:
+            store.unclaim(flush_id, fold.member)
+            continue
+        queue = conf.queues[klass]
+        code = store.publish_claimed(
+            flush_id, fold, queue, _message(flush_id, fold, klass, queue.name), f"digest:{klass}:published"
+        )
+        if code == 0:
+            # Backpressure: the queue is full, so this and the class's later folds wait for the next flush.
+            full.add(klass)
+            store.unclaim(flush_id, fold.member)
+        elif code == 1:
+            published += 1
+    store.release(flush_id)
+    return published
+
+
+def _message(flush_id, fold, klass, queue_name):
+    notification_id = fold.notification_id(flush_id)
+    kwargs = event_kwargs_json(
+        notification_id,
+        fold.kind,
+        fold.user_id,
+        fold.entity_id,
+        fold.payload_json,
+        count=fold.count,
+        first_seen=fold.first_seen,
+        last_seen=fold.last_seen,
+    )
+    return envelope(
+        send_task_name(klass),
+        notification_id,
+        kwargs,
+        queue_name,
+        kwargsrepr=f"{{'kind': {fold.kind!r}, 'count': {fold.count}}}",
+    )
+
+
+def drain_overflows():
+    """Move waiting overflow messages into each class queue while it has room; return how many moved."""
+    queues = sluice_settings().queues
+    moved = 0
+    for klass in CLASSES:
+        queue = queues[klass]
+        moved += script("drain_overflow")(
+            keys=[keys.overflow(klass), queue.name, *keys.priority_lists(queue.name)[1:]],
+            args=[queue.capacity, DRAIN_LIMIT],
+        )
+    return moved

@@ -1,0 +1,130 @@
+"""Bounded admission: one atomic check-and-push per event, and what each class does when its queue is full.
+
+critical waits up to wait_ms for room, then raises Rejected. routine folds into the digest (or, for an
+opted-out user, waits in the overflow). background collapses to its latest state.
+"""
+
+import logging
+import time
+
+from notifications.exceptions import QueueCeilingReached, Rejected
+from notifications.outcome import Outcome
+
+from . import keys
+from .store import script
+
+logger = logging.getLogger("sluice.admission")
+
+PUSHED, FULL, CEILING = 1, 0, -1
+FOLDED, FOLDED_FLUSH, DEFERRED, OVERFLOW_FULL = 1, 2, 3, 0
+# Polling for room backs off from 2 ms to 25 ms: about a dozen tries in 250 ms, never a spin.
+FIRST_POLL_S, MAX_POLL_S = 0.002, 0.025
+BURST_WINDOW_S = 10
+SIZE_TRIGGER_TTL_S = 120
+
+
+def counter(klass, outcome):
+    """The counters-hash field of sluice_notifications_total{class, outcome}."""
+    return f"notifications:{klass}:{outcome}"
+
+
+def push(queue, message, klass):
+    """Push ``message`` if ``queue`` has room; return (status, depth). Raise at the ceiling."""
+    status, depth = script("admit")(
+        keys=[queue.name, keys.counters(), *keys.priority_lists(queue.name)[1:]],
+        args=[queue.capacity, queue.ceiling, message, counter(klass, "accepted")],
+    )
+    if status == CEILING:
+        raise QueueCeilingReached(f"queue {queue.name!r} is at its hard ceiling of {queue.ceiling} messages")
+    return status, depth
+
+
+def admit(event, queue, message):
+    """Admit one validated event; return its Outcome or raise Rejected."""
+    klass = event.kind.klass
+    status, depth = push(queue, message, klass)
+    if status == PUSHED:
+        return Outcome.ACCEPTED
+    if klass == "critical":
+        return _wait_for_room(event, queue, message, depth)
+    return _fold(event, queue, message)
+
+
+def _wait_for_room(event, queue, message, depth):
+    deadline = time.monotonic() + queue.wait_ms / 1000
+    pause = FIRST_POLL_S
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, MAX_POLL_S)
+        status, depth = push(queue, message, "critical")
+        if status == PUSHED:
+            return Outcome.ACCEPTED
+    _reject(event.kind.klass, queue, depth)
+
+
+def _reject(klass, queue, depth):
+    retry_after = _retry_after(queue, depth)
+    opened = script("reject")(
+        keys=[keys.counters(), keys.rejected_burst(klass)], args=[counter(klass, "rejected"), BURST_WINDOW_S]
+    )
+    if opened:
+        logger.error(
+            "%s queue %r full (%d of %d) for the whole wait budget: rejecting; later rejections in this burst are "
+            "counted in sluice_notifications_total, not logged",
+            klass,
+            queue.name,
+            depth,
+            queue.capacity,
+        )
+    raise Rejected(
+        f"the {klass} queue is full ({depth} of {queue.capacity}); retry in {retry_after:.0f} s",
+        retry_after=retry_after,
+    )
+
+
+def _retry_after(queue, depth):
+    """Seconds until the queue has room, from the drain rate the exporter last measured (or 1 s)."""
+    from .depth import drain_rate
+
+    rate = drain_rate(queue.name)
+    if not rate:
+        return 1.0
+    return max(1.0, round((depth - queue.capacity + 1) / rate + 0.5))
+
+
+def _fold(event, queue, message):
+    from digest.flush import enqueue_size_flush
+
+    klass = event.kind.klass
+    member = keys.fold_member(event.user_id, event.kind.name, event.entity_id)
+    opt_out = (str(event.user_id), f"{event.user_id}|{event.kind.name}") if klass == "routine" else ("", "")
+    code, _pending = script("fold")(
+        keys=[
+            keys.pending(),
+            keys.fold(member),
+            keys.counters(),
+            keys.optout(),
+            keys.overflow(klass),
+            keys.size_trigger(),
+        ],
+        args=[
+            time.time(),
+            event.payload_json,
+            member,
+            *opt_out,
+            message,
+            queue.capacity,
+            event.max_keys,
+            SIZE_TRIGGER_TTL_S,
+            f"notifications:{klass}:",
+            "folded" if klass == "routine" else "collapsed",
+        ],
+    )
+    if code == OVERFLOW_FULL:
+        logger.error("%s overflow for opted-out users is full: rejecting", klass)
+        raise Rejected(f"the {klass} queue and its overflow are full", retry_after=_retry_after(queue, queue.capacity))
+    if code == DEFERRED:
+        return Outcome.DEFERRED
+    if code == FOLDED_FLUSH:
+        enqueue_size_flush()
+    return Outcome.FOLDED if klass == "routine" else Outcome.COLLAPSED

@@ -1,0 +1,22 @@
+-- Move opted-out users' messages from the overflow into their queue while it has room, oldest first.
+-- KEYS[1]   the overflow list
+-- KEYS[2]   the queue's list
+-- KEYS[3..] the queue's priority sub-lists, counted in the depth
+-- ARGV[1]   capacity of the queue
+-- ARGV[2]   the most messages to move in one call
+-- Returns   how many moved
+local depth = redis.call('LLEN', KEYS[2])
+for i = 3, #KEYS do
+  depth = depth + redis.call('LLEN', KEYS[i])
+end
+local moved = 0
+while depth < tonumber(ARGV[1]) and moved < tonumber(ARGV[2]) do
+  local message = redis.call('LPOP', KEYS[1])
+  if not message then
+    break
+  end
+  redis.call('LPUSH', KEYS[2], message)
+  depth = depth + 1
+  moved = moved + 1
+end
+return moved
