@@ -7,6 +7,7 @@ opted-out user, waits in the overflow). background collapses to its latest state
 import logging
 import time
 
+from notifications.conf import sluice_settings
 from notifications.exceptions import QueueCeilingReached, Rejected
 from notifications.outcome import Outcome
 
@@ -114,7 +115,7 @@ def _fold(event, queue, message):
             *opt_out,
             message,
             queue.capacity,
-            event.max_keys,
+            sluice_settings().digest["max_keys"],
             SIZE_TRIGGER_TTL_S,
             f"notifications:{klass}:",
             "folded" if klass == "routine" else "collapsed",

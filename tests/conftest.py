@@ -30,8 +30,9 @@ def redis_server():
     settings.REDIS_URL = settings.CELERY_BROKER_URL = server.url
     os.environ["REDIS_URL"] = server.url
     app.conf.broker_url = server.url
-    app.pool.force_close_all()
+    # Nothing has published yet; dropping any pool makes the first publish connect to this server.
     app._pool = None
+    app.amqp._producer_pool = None
     yield server
     settings.REDIS_URL, settings.CELERY_BROKER_URL = previous[:2]
     if previous[2] is None:
