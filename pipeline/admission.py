@@ -6,6 +6,7 @@ opted-out user, waits in the overflow). background collapses to its latest state
 
 import logging
 import time
+from functools import lru_cache
 
 from notifications.conf import sluice_settings
 from notifications.exceptions import QueueCeilingReached, Rejected
@@ -30,41 +31,49 @@ def counter(klass, outcome):
 
 
 def push(queue, message, klass):
-    """Push ``message`` if ``queue`` has room; return (status, depth). Raise at the ceiling."""
-    status, depth = script("admit")(
-        keys=[queue.name, keys.counters(), *keys.priority_lists(queue.name)[1:]],
+    """Push ``message`` if ``queue`` has room: return PUSHED or FULL. Raise at the ceiling."""
+    status = script("admit")(
+        keys=_admit_keys(queue.name),
         args=[queue.capacity, queue.ceiling, message, counter(klass, "accepted")],
     )
     if status == CEILING:
         raise QueueCeilingReached(f"queue {queue.name!r} is at its hard ceiling of {queue.ceiling} messages")
-    return status, depth
+    return status
+
+
+@lru_cache(maxsize=16)
+def _admit_keys(queue_name):
+    return [queue_name, keys.counters(), *keys.priority_lists(queue_name)[1:]]
 
 
 def admit(event, queue, message):
     """Admit one validated event; return its Outcome or raise Rejected."""
     klass = event.kind.klass
-    status, depth = push(queue, message, klass)
-    if status == PUSHED:
+    if push(queue, message, klass) == PUSHED:
         return Outcome.ACCEPTED
     if klass == "critical":
-        return _wait_for_room(event, queue, message, depth)
+        return _wait_for_room(event, queue, message)
     return _fold(event, queue, message)
 
 
-def _wait_for_room(event, queue, message, depth):
+def _wait_for_room(event, queue, message):
     deadline = time.monotonic() + queue.wait_ms / 1000
     pause = FIRST_POLL_S
     while (left := deadline - time.monotonic()) > 0:
         time.sleep(min(pause, left))
         pause = min(pause * 2, MAX_POLL_S)
-        status, depth = push(queue, message, "critical")
-        if status == PUSHED:
+        if push(queue, message, "critical") == PUSHED:
             return Outcome.ACCEPTED
-    _reject(event.kind.klass, queue, depth)
+    _reject(event.kind.klass, queue)
 
 
-def _reject(klass, queue, depth):
-    retry_after = _retry_after(queue, depth)
+def _reject(klass, queue):
+    from .depth import depth, drain_rate
+
+    current = depth(klass)
+    rate = drain_rate(queue.name)
+    # Seconds until the queue has room, from the drain rate the exporter last measured (or 1 s).
+    retry_after = max(1.0, round((current - queue.capacity + 1) / rate + 0.5)) if rate else 1.0
     opened = script("reject")(
         keys=[keys.counters(), keys.rejected_burst(klass)], args=[counter(klass, "rejected"), BURST_WINDOW_S]
     )
@@ -74,23 +83,13 @@ def _reject(klass, queue, depth):
             "counted in sluice_notifications_total, not logged",
             klass,
             queue.name,
-            depth,
+            current,
             queue.capacity,
         )
     raise Rejected(
-        f"the {klass} queue is full ({depth} of {queue.capacity}); retry in {retry_after:.0f} s",
+        f"the {klass} queue is full ({current} of {queue.capacity}); retry in {retry_after:.0f} s",
         retry_after=retry_after,
     )
-
-
-def _retry_after(queue, depth):
-    """Seconds until the queue has room, from the drain rate the exporter last measured (or 1 s)."""
-    from .depth import drain_rate
-
-    rate = drain_rate(queue.name)
-    if not rate:
-        return 1.0
-    return max(1.0, round((depth - queue.capacity + 1) / rate + 0.5))
 
 
 def _fold(event, queue, message):
@@ -123,7 +122,7 @@ def _fold(event, queue, message):
     )
     if code == OVERFLOW_FULL:
         logger.error("%s overflow for opted-out users is full: rejecting", klass)
-        raise Rejected(f"the {klass} queue and its overflow are full", retry_after=_retry_after(queue, queue.capacity))
+        raise Rejected(f"the {klass} queue and its overflow are full", retry_after=1.0)
     if code == DEFERRED:
         return Outcome.DEFERRED
     if code == FOLDED_FLUSH:

@@ -1,72 +1,61 @@
 """Build a standard Celery protocol-2 message, as kombu's Redis transport stores it, without kombu.
 
 kombu builds a new producer and redis client for every apply_async (DESIGN.md, "Measured"); the
-bytes are the same, so the fast path builds them once here and pushes them in one round trip.
+bytes are the same, so the fast path builds them here, from a template of the constant parts, and
+pushes them in one round trip. tests/test_message.py checks them against kombu's own.
 """
 
 import base64
 import json
+import os
 import socket
 import time
 import uuid
 
 from .signals import PUBLISHED_AT
 
-_ORIGIN = None
+_EMBED = '{"callbacks":null,"errbacks":null,"chain":null,"chord":null}'
+# Every field of Celery's as_task_v2 headers and kombu's properties, in their order; the %(...)s
+# slots take values that are already JSON.
+_TEMPLATE = (
+    '{"body":"%(body)s","content-encoding":"utf-8","content-type":"application/json",'
+    '"headers":{"lang":"py","task":%(task)s,"id":"%(id)s","shadow":null,"eta":null,"expires":null,'
+    '"group":null,"group_index":null,"retries":0,"timelimit":[null,null],"root_id":"%(id)s",'
+    '"parent_id":null,"argsrepr":"()","kwargsrepr":%(kwargsrepr)s,"origin":%(origin)s,'
+    '"ignore_result":true,"replaced_task_nesting":0,"stamped_headers":null,"stamps":{},'
+    '"' + PUBLISHED_AT + '":%(published_at)r},'
+    '"properties":{"correlation_id":"%(id)s","reply_to":"","delivery_mode":2,'
+    '"delivery_info":{"exchange":"","routing_key":%(queue)s},"priority":0,"body_encoding":"base64",'
+    '"delivery_tag":"%(tag)s"}}'
+)
+_origin = {}
 
 
-def _origin():
-    global _ORIGIN
-    if _ORIGIN is None:
-        import os
-
-        _ORIGIN = f"gen{os.getpid()}@{socket.gethostname()}"
-    return _ORIGIN
+def origin():
+    """Celery's anonymous node name for this process, as a JSON string (cached per process)."""
+    pid = os.getpid()
+    if pid not in _origin:
+        _origin.clear()
+        _origin[pid] = json.dumps(f"gen{pid}@{socket.gethostname()}")
+    return _origin[pid]
 
 
 def envelope(task_name, task_id, kwargs_json, queue, kwargsrepr, published_at=None):
-    """The JSON bytes of one task message, ready to LPUSH onto ``queue``.
+    """The JSON text of one task message, ready to LPUSH onto ``queue``.
 
-    ``kwargs_json`` is the task's keyword arguments already serialised as a JSON object, so a
-    payload validated once by notify() is never serialised twice.
+    ``task_id`` must be JSON-safe (Sluice's ids are hex). ``kwargs_json`` is the task's keyword
+    arguments already serialised as a JSON object, so a payload validated once by notify() is never
+    serialised twice. ``kwargsrepr`` is what Flower and the logs show instead of the arguments,
+    which hold personal data.
     """
-    body = f'[[], {kwargs_json}, {{"callbacks": null, "errbacks": null, "chain": null, "chord": null}}]'
-    headers = {
-        "lang": "py",
-        "task": task_name,
-        "id": task_id,
-        "shadow": None,
-        "eta": None,
-        "expires": None,
-        "group": None,
-        "group_index": None,
-        "retries": 0,
-        "timelimit": [None, None],
-        "root_id": task_id,
-        "parent_id": None,
-        # Task arguments hold personal data; Flower and logs show this summary instead.
-        "argsrepr": "()",
-        "kwargsrepr": kwargsrepr,
-        "origin": _origin(),
-        "ignore_result": True,
-        "replaced_task_nesting": 0,
-        "stamped_headers": None,
-        "stamps": {},
-        PUBLISHED_AT: time.time() if published_at is None else published_at,
-    }
-    message = {
+    body = f"[[],{kwargs_json},{_EMBED}]"
+    return _TEMPLATE % {
         "body": base64.b64encode(body.encode()).decode(),
-        "content-encoding": "utf-8",
-        "content-type": "application/json",
-        "headers": headers,
-        "properties": {
-            "correlation_id": task_id,
-            "reply_to": "",
-            "delivery_mode": 2,
-            "delivery_info": {"exchange": "", "routing_key": queue},
-            "priority": 0,
-            "body_encoding": "base64",
-            "delivery_tag": str(uuid.uuid4()),
-        },
+        "task": json.dumps(task_name),
+        "id": task_id,
+        "kwargsrepr": json.dumps(kwargsrepr),
+        "origin": origin(),
+        "published_at": time.time() if published_at is None else float(published_at),
+        "queue": json.dumps(queue),
+        "tag": uuid.uuid4(),
     }
-    return json.dumps(message, separators=(",", ":"))

@@ -6,17 +6,17 @@
 -- ARGV[2]   ceiling: the hard limit; depth >= ceiling is an error, never a silent trim
 -- ARGV[3]   the message, a Celery protocol-2 message as kombu stores it
 -- ARGV[4]   the counter field to increment when the message is admitted
--- Returns   {1, depth after} pushed; {0, depth} full; {-1, depth} at the ceiling
+-- Returns   1 pushed; 0 full; -1 at the ceiling (one integer: the hot path parses the least it can)
 local depth = redis.call('LLEN', KEYS[1])
 for i = 3, #KEYS do
   depth = depth + redis.call('LLEN', KEYS[i])
 end
 if depth >= tonumber(ARGV[2]) then
-  return {-1, depth}
+  return -1
 end
 if depth >= tonumber(ARGV[1]) then
-  return {0, depth}
+  return 0
 end
 redis.call('LPUSH', KEYS[1], ARGV[3])
 redis.call('HINCRBY', KEYS[2], ARGV[4], 1)
-return {1, depth + 1}
+return 1
