@@ -45,7 +45,7 @@ def enqueue_size_flush():
     flush.apply_async(kwargs={"trigger": "size"})
 
 
-def run_flush(trigger, batch=BATCH):
+def run_flush(trigger, batch=BATCH, lease_s=LEASE_S):
     """Recover dead claims, then claim and publish in batches until pending is empty or a queue is full."""
     from .preferences import sync_optouts
 
@@ -53,21 +53,29 @@ def run_flush(trigger, batch=BATCH):
     published = 0
     full = set()
     for stale in store.expired_claims():
-        store.renew(stale, LEASE_S)
+        store.renew(stale, lease_s)
         logger.warning("taking over flush %s, whose flusher died or stalled", stale)
         published += _publish(stale, store.claimed_members(stale), full)
-    flush_id = uuid.uuid4().hex
     while not full:
-        members = store.claim(flush_id, batch, LEASE_S)
+        # One claim id per batch: a key folded again after its digest went out is claimed anew, under
+        # a new id, so its next digest never shares a notification id (and a dedup) with the last.
+        claim_id = uuid.uuid4().hex
+        members = store.claim(claim_id, batch, lease_s)
         if not members:
             break
-        published += _publish(flush_id, members, full)
+        published += _publish(claim_id, members, full)
     drained = drain_overflows()
     pipe = get_redis().pipeline(transaction=False)
     pipe.hset(keys.digest_stats(), mapping={"last_flush_at": time.time(), "last_flush_size": published})
     pipe.hincrby(keys.counters(), "digest:flushes", 1)
     pipe.execute()
-    logger.info("flush (%s): %d digest messages published, %d overflow messages moved", trigger, published, drained)
+    logger.log(
+        logging.INFO if published or drained else logging.DEBUG,
+        "flush (%s): %d digest messages published, %d overflow messages moved",
+        trigger,
+        published,
+        drained,
+    )
     return published
 
 

@@ -8,6 +8,42 @@ from dataclasses import dataclass
 from pipeline import keys
 from pipeline.store import get_redis, script
 
+FOLDED, FOLDED_FLUSH, DEFERRED, OVERFLOW_FULL = 1, 2, 3, 0
+SIZE_TRIGGER_TTL_S = 120
+
+
+def fold(klass, user_id, kind, entity_id, payload_json, message, overflow_capacity, max_keys, opt_out=True, now=None):
+    """Fold one event into user|kind|entity, or (opted-out user) park ``message`` in the overflow.
+
+    Returns FOLDED; FOLDED_FLUSH when the caller must enqueue a size-triggered flush; DEFERRED;
+    or OVERFLOW_FULL when the user opted out and the overflow has no room either.
+    """
+    member = keys.fold_member(user_id, kind, entity_id)
+    members = (str(user_id), f"{user_id}|{kind}") if opt_out else ("", "")
+    code, _pending = script("fold")(
+        keys=[
+            keys.pending(),
+            keys.fold(member),
+            keys.counters(),
+            keys.optout(),
+            keys.overflow(klass),
+            keys.size_trigger(),
+        ],
+        args=[
+            time.time() if now is None else now,
+            payload_json,
+            member,
+            *members,
+            message,
+            overflow_capacity,
+            max_keys,
+            SIZE_TRIGGER_TTL_S,
+            f"notifications:{klass}:",
+            "folded" if klass == "routine" else "collapsed",
+        ],
+    )
+    return code
+
 
 @dataclass(frozen=True)
 class Fold:

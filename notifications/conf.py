@@ -35,6 +35,8 @@ class QueueConfig:
     wait_ms: int
     # Hard ceiling above capacity that no publish may cross, not even one that skips admission.
     ceiling: int
+    # Room for opted-out users' events while the queue is full (they are never folded).
+    overflow: int
 
 
 @dataclass(frozen=True)
@@ -95,13 +97,14 @@ def _queues(raw):
         ceiling = _positive_int(conf.get("ceiling", capacity * 2), f"{name}['ceiling']")
         if ceiling < capacity:
             raise ImproperlyConfigured(f"{name}['ceiling'] ({ceiling}) must be >= its capacity ({capacity})")
-        extra = set(conf) - {"capacity", "wait_ms", "ceiling", "queue"}
+        overflow = _positive_int(conf.get("overflow", capacity), f"{name}['overflow']", minimum=0)
+        extra = set(conf) - {"capacity", "wait_ms", "ceiling", "overflow", "queue"}
         if extra:
             raise ImproperlyConfigured(f"{name} has unknown keys {sorted(extra)}")
         queue = conf.get("queue", klass)
         if not isinstance(queue, str) or not queue or queue == "celery":
             raise ImproperlyConfigured(f"{name}['queue'] must be a non-empty name other than 'celery'")
-        queues[klass] = QueueConfig(name=queue, capacity=capacity, wait_ms=wait_ms, ceiling=ceiling)
+        queues[klass] = QueueConfig(name=queue, capacity=capacity, wait_ms=wait_ms, ceiling=ceiling, overflow=overflow)
     if len({q.name for q in queues.values()}) != len(CLASSES):
         raise ImproperlyConfigured("SLUICE_QUEUES must give each class its own queue")
     return queues

@@ -18,11 +18,9 @@ from .store import script
 logger = logging.getLogger("sluice.admission")
 
 PUSHED, FULL, CEILING = 1, 0, -1
-FOLDED, FOLDED_FLUSH, DEFERRED, OVERFLOW_FULL = 1, 2, 3, 0
 # Polling for room backs off from 2 ms to 25 ms: about a dozen tries in 250 ms, never a spin.
 FIRST_POLL_S, MAX_POLL_S = 0.002, 0.025
 BURST_WINDOW_S = 10
-SIZE_TRIGGER_TTL_S = 120
 
 
 def counter(klass, outcome):
@@ -93,38 +91,26 @@ def _reject(klass, queue):
 
 
 def _fold(event, queue, message):
+    from digest import store
     from digest.flush import enqueue_size_flush
 
     klass = event.kind.klass
-    member = keys.fold_member(event.user_id, event.kind.name, event.entity_id)
-    opt_out = (str(event.user_id), f"{event.user_id}|{event.kind.name}") if klass == "routine" else ("", "")
-    code, _pending = script("fold")(
-        keys=[
-            keys.pending(),
-            keys.fold(member),
-            keys.counters(),
-            keys.optout(),
-            keys.overflow(klass),
-            keys.size_trigger(),
-        ],
-        args=[
-            time.time(),
-            event.payload_json,
-            member,
-            *opt_out,
-            message,
-            queue.capacity,
-            sluice_settings().digest["max_keys"],
-            SIZE_TRIGGER_TTL_S,
-            f"notifications:{klass}:",
-            "folded" if klass == "routine" else "collapsed",
-        ],
+    code = store.fold(
+        klass,
+        event.user_id,
+        event.kind.name,
+        event.entity_id,
+        event.payload_json,
+        message,
+        queue.overflow,
+        sluice_settings().digest["max_keys"],
+        opt_out=klass == "routine",
     )
-    if code == OVERFLOW_FULL:
+    if code == store.OVERFLOW_FULL:
         logger.error("%s overflow for opted-out users is full: rejecting", klass)
         raise Rejected(f"the {klass} queue and its overflow are full", retry_after=1.0)
-    if code == DEFERRED:
+    if code == store.DEFERRED:
         return Outcome.DEFERRED
-    if code == FOLDED_FLUSH:
+    if code == store.FOLDED_FLUSH:
         enqueue_size_flush()
     return Outcome.FOLDED if klass == "routine" else Outcome.COLLAPSED

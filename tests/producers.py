@@ -25,3 +25,33 @@ def produce(kind, count, user_pk, prefix, barrier=None):
         except Rejected:
             outcomes["rejected"] += 1
     return outcomes
+
+
+def flush_loop(seconds, lease_s=5):
+    """Flush over and over for ``seconds`` in a fresh process; return how many digest messages it published."""
+    import time
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "settings")
+    import django
+
+    django.setup()
+    from digest.flush import run_flush
+
+    published = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        published += run_flush("test", lease_s=lease_s)
+    return published
+
+
+def fold_loop(count, user_base, keys_per_user=20):
+    """Fold ``count`` routine events over a few users and entities in a fresh process."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "settings")
+    import django
+
+    django.setup()
+    from tests.digest_helpers import fold
+
+    for i in range(count):
+        fold(user_base + i % 5, entity_id=f"e{i % keys_per_user}", payload={"i": i})
+    return count

@@ -17,7 +17,8 @@ def channels(delay_ms):
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_critical_is_delivered_behind_5000_waiting_routine(redis_client, redis_server, user):
+def test_critical_is_delivered_behind_5000_waiting_routine(redis_client, redis_server, user, settings):
+    settings.SLUICE_QUEUES = {"routine": {"capacity": 6000}}  # all 5,000 wait in the queue, none fold
     # A slow routine pool (2 threads, 50 ms a send) keeps the backlog there for minutes.
     routine = WorkerProcess("routine", redis_server.url, channels(50), extra=["--concurrency", "2"])
     critical = WorkerProcess("critical", redis_server.url, channels(0), extra=["--concurrency", "1"])

@@ -1,0 +1,131 @@
+"""The digest: fold, flush once per key, backpressure, crash recovery, the size trigger and the beat schedule."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from django_celery_beat.models import PeriodicTask
+
+from digest import store
+from digest.flush import run_flush
+from pipeline import keys
+from pipeline.processes import ROOT
+from tests.digest_helpers import fold, published
+
+pytestmark = pytest.mark.django_db
+
+
+def test_flush_sends_one_message_per_key_with_its_count(redis_client, settings):
+    for i in range(20):
+        fold(1, entity_id="report", payload={"title": "Quarterly report move", "i": i})
+    fold(1, entity_id="budget")
+    fold(2, entity_id="report")
+    assert run_flush("test") == 3
+    sent = {(m["user_id"], m["entity_id"]): m for m in published(redis_client)}
+    assert {k: m["count"] for k, m in sent.items()} == {(1, "report"): 20, (1, "budget"): 1, (2, "report"): 1}
+    assert sent[(1, "report")]["payload"] == {"title": "Quarterly report move", "i": 19}
+    assert sent[(1, "report")]["first_seen"] <= sent[(1, "report")]["last_seen"]
+    assert redis_client.zcard(keys.pending()) == 0
+    assert store.state()["last_flush_size"] == 3
+    assert run_flush("test") == 0
+
+
+def test_fold_arriving_during_a_flush_lands_in_the_next_digest(redis_client):
+    fold(1, payload={"n": 1})
+    members = store.claim("f1", 10, lease_s=60)
+    fold(1, payload={"n": 2})  # arrives after the claim
+    assert len(members) == 1
+    assert redis_client.zcard(keys.pending()) == 1
+    run_flush("test")  # publishes the new fold; f1 still holds the old one and its lease is live
+    assert [m["payload"] for m in published(redis_client)] == [{"n": 2}]
+
+
+def test_full_queue_keeps_digests_pending_until_there_is_room(redis_client, settings):
+    settings.SLUICE_QUEUES = {"routine": {"capacity": 2}}
+    for entity in "abcd":
+        fold(1, entity_id=entity)
+    redis_client.lpush("routine", "busy-1")
+    assert run_flush("test") == 1
+    assert redis_client.zcard(keys.pending()) == 3
+    redis_client.delete("routine")
+    assert run_flush("test") == 2
+    redis_client.delete("routine")
+    assert run_flush("test") == 1
+    assert redis_client.zcard(keys.pending()) == 0
+
+
+def test_unclaimed_fold_merges_with_one_that_arrived_meanwhile(redis_client):
+    for _ in range(3):
+        fold(1, payload={"old": True})
+    store.claim("f1", 10, lease_s=60)
+    fold(1, payload={"new": True})
+    store.unclaim("f1", keys.fold_member(1, "task.comment", "t1"))
+    run_flush("test")
+    [message] = published(redis_client)
+    assert (message["count"], message["payload"]) == (4, {"new": True})
+
+
+CRASHING_FLUSHER = textwrap.dedent(
+    """
+    import os, signal, django
+    django.setup()
+    from digest import store
+    print(store.claim("crashed", 1000, lease_s=1), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)  # dies between claiming and sending
+    """
+)
+
+
+@pytest.mark.timeout(60)
+def test_flusher_killed_between_claim_and_send_is_recovered_once(redis_client, redis_server):
+    for user in range(1, 31):
+        for _ in range(user):
+            fold(user, entity_id="e")
+    env = {**os.environ, "REDIS_URL": redis_server.url, "DJANGO_SETTINGS_MODULE": "settings"}
+    done = subprocess.run([sys.executable, "-c", CRASHING_FLUSHER], cwd=ROOT, env=env, capture_output=True, timeout=30)
+    assert done.returncode == -signal.SIGKILL
+    assert redis_client.zcard(keys.pending()) == 0
+    assert run_flush("test") == 0  # the lease is still live: nobody takes the claim over yet
+    time.sleep(1.2)
+    assert run_flush("test") == 30
+    assert run_flush("test") == 0
+    messages = published(redis_client)
+    assert sorted(m["count"] for m in messages) == list(range(1, 31))
+    assert len({m["notification_id"] for m in messages}) == 30
+    assert all(m["notification_id"].startswith("digest-crashed-") for m in messages)
+    assert redis_client.zcard(keys.claims()) == 0
+
+
+def test_size_trigger_enqueues_one_flush_at_max_keys(redis_client, settings):
+    settings.SLUICE_DIGEST = {"flush_interval_s": 60, "max_keys": 5}
+    settings.SLUICE_QUEUES = {"routine": {"capacity": 1}}
+    from django.contrib.auth import get_user_model
+
+    from notifications import notify
+
+    user = get_user_model()(pk=1)
+    notify(user, "task.comment", entity_id="fills-the-queue")
+    for i in range(12):
+        notify(user, "task.comment", entity_id=f"t{i}")
+    flushes = [json.loads(m) for m in redis_client.lrange("critical", 0, -1)]
+    assert [m["headers"]["task"] for m in flushes] == ["sluice.digest.flush"]
+    from tests.digest_helpers import published as kwargs_of
+
+    assert kwargs_of(redis_client, "critical")[0] == {"trigger": "size"}
+    from digest.flush import flush
+
+    flush("size")
+    assert not redis_client.exists(keys.size_trigger())
+
+
+@pytest.mark.django_db
+def test_beat_schedule_exists_after_migrate():
+    task = PeriodicTask.objects.get(task="sluice.digest.flush")
+    assert (task.interval.every, task.interval.period, task.enabled) == (60, "seconds", True)
+    assert json.loads(task.kwargs) == {"trigger": "beat"}
+    assert PeriodicTask.objects.get(task="sluice.overflow.drain").interval.every == 5

@@ -1,0 +1,109 @@
+"""Hypothesis drives folds, claims, publishes, give-backs, crashes and flushes in any order: the counts add up."""
+
+import base64
+import json
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+
+from digest import store
+from digest.flush import _message, run_flush
+from notifications.conf import sluice_settings
+from pipeline import keys
+from pipeline.store import get_redis
+from tests.digest_helpers import fold
+
+ENTITIES = ["a", "a|b", "b", 'a"|"b']
+
+
+class FoldAndFlush(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        self.client = get_redis()
+        self.client.flushdb()
+        self.folded = 0
+        self.delivered = []  # kwargs of every message taken off the queue
+        self.flush_ids = []
+
+    @rule(user=st.integers(1, 3), entity=st.sampled_from(ENTITIES), times=st.integers(1, 3))
+    def fold(self, user, entity, times):
+        for _ in range(times):
+            fold(user, entity_id=entity)
+        self.folded += times
+
+    @rule(limit=st.integers(1, 4))
+    def claim(self, limit):
+        flush_id = uuid.uuid4().hex
+        if store.claim(flush_id, limit, lease_s=60):
+            self.flush_ids.append(flush_id)
+
+    @precondition(lambda self: self.flush_ids)
+    @rule(data=st.data())
+    def publish_one(self, data):
+        flush_id = data.draw(st.sampled_from(self.flush_ids))
+        members = store.claimed_members(flush_id)
+        if members:
+            [claimed] = store.read_claimed(flush_id, [data.draw(st.sampled_from(members))])
+            queue = sluice_settings().queues["routine"]
+            store.publish_claimed(flush_id, claimed, queue, _message(flush_id, claimed, "routine", "routine"), "x")
+        store.release(flush_id)
+
+    @precondition(lambda self: self.flush_ids)
+    @rule(data=st.data())
+    def give_back_one(self, data):
+        flush_id = data.draw(st.sampled_from(self.flush_ids))
+        members = store.claimed_members(flush_id)
+        if members:
+            store.unclaim(flush_id, data.draw(st.sampled_from(members)))
+
+    @precondition(lambda self: self.flush_ids)
+    @rule(data=st.data())
+    def flusher_dies(self, data):
+        # Its lease runs out at once, as if it had died long ago.
+        self.client.zadd(keys.claims(), {data.draw(st.sampled_from(self.flush_ids)): 0}, xx=True)
+
+    @rule()
+    def flush(self):
+        run_flush("test")
+
+    @rule()
+    def worker_takes_everything(self):
+        while raw := self.client.rpop("routine"):
+            self.delivered.append(json.loads(base64.b64decode(json.loads(raw)["body"]))[1])
+
+    def counted(self, pattern_keys):
+        pipe = self.client.pipeline(transaction=False)
+        for key in pattern_keys:
+            pipe.hget(key, "n")
+        return sum(int(n) for n in pipe.execute() if n)
+
+    @invariant()
+    def every_fold_is_pending_claimed_or_published_exactly_once(self):
+        pending = self.counted(keys.fold(m.decode()) for m in self.client.zrange(keys.pending(), 0, -1))
+        claimed = self.counted(keys.claimed(f, m) for f in self.flush_ids for m in store.claimed_members(f))
+        queued = [
+            json.loads(base64.b64decode(json.loads(raw)["body"]))[1] for raw in self.client.lrange("routine", 0, -1)
+        ]
+        sent = self.delivered + queued
+        assert pending + claimed + sum(m["count"] for m in sent) == self.folded
+        assert len({m["notification_id"] for m in sent}) == len(sent)
+
+    @invariant()
+    def no_fold_is_both_pending_and_claimed_under_one_flush(self):
+        for flush_id in self.flush_ids:
+            for member in store.claimed_members(flush_id):
+                assert self.client.exists(keys.claimed(flush_id, member))
+
+
+@pytest.mark.django_db
+@pytest.mark.timeout(300)
+def test_fold_and_flush_interleavings(redis_client):
+    run_state_machine_as_test(
+        FoldAndFlush,
+        settings=settings(
+            max_examples=60, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+        ),
+    )

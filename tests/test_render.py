@@ -1,0 +1,20 @@
+"""Rendering: per-kind templates, translatable, with plural forms for digests."""
+
+from notifications.kinds import get_kind
+from notifications.render import render
+
+
+def test_digest_uses_plural_forms():
+    kind = get_kind("task.comment")
+    one = render(kind, {"count": 1, "entity_id": "t", "payload": {"title": "Q3"}}, digest=True)
+    many = render(kind, {"count": 20, "entity_id": "t", "payload": {"title": "Q3"}}, digest=True)
+    assert one[0] == "1 new comment in task «Q3»"
+    assert many[0] == "20 new comments in task «Q3»"
+
+
+def test_kind_without_its_own_template_uses_the_default(settings):
+    settings.SLUICE_KINDS = {"invoice.paid": {"class": "routine", "channels": ["email"]}}
+    subject, _body = render(get_kind("invoice.paid"), {"kind": "invoice.paid", "entity_id": "inv-1", "payload": {}})
+    assert subject == "invoice.paid: inv-1"
+    digest_subject, _ = render(get_kind("invoice.paid"), {"count": 3, "entity_id": "inv-1", "payload": {}}, digest=True)
+    assert digest_subject == "3 updates on inv-1"
