@@ -51,12 +51,32 @@ class Kind:
 
 
 @dataclass(frozen=True)
+class GateConfig:
+    """A shared channel's limits, enforced across every worker by pipeline.gate."""
+
+    rate_per_s: float | None
+    burst: int
+    concurrency: int | None
+    # After the last critical send, lower classes keep waiting this long, so they cannot slip in
+    # between two critical sends that come a moment apart ("flicker").
+    hold_ms: int
+    # Routine's guaranteed share of the channel's sends, even under continuous critical load.
+    routine_min_share: float
+    # A payload field whose value gets its own limits, such as a brand or a tenant.
+    partition_by: str | None
+    # How long a routine or background send waits for the channel before its message goes back to the
+    # end of its queue, freeing the worker for sends on other channels.
+    max_wait_ms: int
+
+
+@dataclass(frozen=True)
 class ChannelConfig:
-    """A delivery channel: a dotted-path backend and its options."""
+    """A delivery channel: a dotted-path backend, its options, and its limits (if any)."""
 
     name: str
     backend: str
     options: dict = field(default_factory=dict)
+    gate: GateConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +89,7 @@ class SluiceSettings:
     max_payload_bytes: int
     max_entity_id_length: int
     digest: dict
+    gate_enabled: bool
 
 
 def _positive_int(value, setting, minimum=1):
@@ -123,8 +144,40 @@ def _channels(raw):
         except ImportError as exc:
             raise ImproperlyConfigured(f"{setting}['backend'] cannot be imported: {exc}") from exc
         options = _mapping(conf.get("options", {}), f"{setting}['options']")
-        channels[name] = ChannelConfig(name=name, backend=backend, options=dict(options))
+        extra = set(conf) - {"backend", "options", *GATE_KEYS}
+        if extra:
+            raise ImproperlyConfigured(f"{setting} has unknown keys {sorted(extra)}")
+        channels[name] = ChannelConfig(name=name, backend=backend, options=dict(options), gate=_gate(conf, setting))
     return channels
+
+
+GATE_KEYS = ("rate_per_s", "burst", "concurrency", "hold_ms", "routine_min_share", "partition_by", "max_wait_ms")
+
+
+def _gate(conf, setting):
+    if conf.get("rate_per_s") is None and conf.get("concurrency") is None:
+        return None
+    rate = conf.get("rate_per_s")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0):
+        raise ImproperlyConfigured(f"{setting}['rate_per_s'] must be a number > 0, got {rate!r}")
+    concurrency = conf.get("concurrency")
+    if concurrency is not None:
+        _positive_int(concurrency, f"{setting}['concurrency']")
+    share = conf.get("routine_min_share", 0.1)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < 1:
+        raise ImproperlyConfigured(f"{setting}['routine_min_share'] must be a number in [0, 1), got {share!r}")
+    partition_by = conf.get("partition_by")
+    if partition_by is not None and (not isinstance(partition_by, str) or not partition_by):
+        raise ImproperlyConfigured(f"{setting}['partition_by'] must be a payload field name, got {partition_by!r}")
+    return GateConfig(
+        rate_per_s=float(rate) if rate is not None else None,
+        burst=_positive_int(conf.get("burst", 1), f"{setting}['burst']"),
+        concurrency=concurrency,
+        hold_ms=_positive_int(conf.get("hold_ms", 200), f"{setting}['hold_ms']", minimum=0),
+        routine_min_share=float(share),
+        partition_by=partition_by,
+        max_wait_ms=_positive_int(conf.get("max_wait_ms", 100), f"{setting}['max_wait_ms']"),
+    )
 
 
 def _kinds(raw, channels):
@@ -178,7 +231,14 @@ def sluice_settings():
             getattr(settings, "SLUICE_MAX_ENTITY_ID_LENGTH", 200), "SLUICE_MAX_ENTITY_ID_LENGTH"
         ),
         digest=_digest(getattr(settings, "SLUICE_DIGEST", {})),
+        gate_enabled=_flag(getattr(settings, "SLUICE_GATE_ENABLED", True), "SLUICE_GATE_ENABLED"),
     )
+
+
+def _flag(value, setting):
+    if not isinstance(value, bool):
+        raise ImproperlyConfigured(f"{setting} must be True or False, got {value!r}")
+    return value
 
 
 @receiver(setting_changed)

@@ -1,11 +1,13 @@
 """The send tasks, one per class: render an event and hand it to each of its channels once."""
 
 import logging
+import time
 
 from notifications.conf import CLASSES, sluice_settings
-from pipeline import keys
+from pipeline import gate, keys
 from pipeline.celery import app
 from pipeline.queues import send_task_name
+from pipeline.signals import PUBLISHED_AT
 from pipeline.store import get_redis, script
 
 from .channels import get_channel
@@ -54,6 +56,11 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, *
             logger.warning("send %s on %s failed for good: %s", notification_id, channel, exc)
         except ClaimedElsewhere as exc:
             raise task.retry(exc=exc, countdown=CLAIM_TTL_S, max_retries=MAX_RETRIES) from None
+        except gate.GateTimeout as exc:
+            # Back to the end of the queue at once (no ETA, no retry count): the worker takes other
+            # channels' sends meanwhile, and the message keeps the time it was first published.
+            headers = {PUBLISHED_AT: getattr(task.request, PUBLISHED_AT, None) or time.time()}
+            raise task.retry(exc=exc, countdown=0, max_retries=None, headers=headers) from None
         except Exception as exc:  # noqa: BLE001 - any backend failure is retried, then reported
             failed.append((channel, exc))
     if failed:
@@ -76,7 +83,8 @@ def send_once(message):
         # Another worker holds the claim (or died holding it): try again once it may have expired.
         raise ClaimedElsewhere(f"{message.id} on {message.channel} is being sent elsewhere")
     try:
-        get_channel(message.channel).send(message)
+        with gate.slot(message.channel, message.klass, message.payload):
+            get_channel(message.channel).send(message)
     except PermanentSendError:
         client.set(key, "sent", ex=SENT_TTL_S)
         raise

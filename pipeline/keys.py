@@ -87,3 +87,14 @@ def claim_set(flush_id):
 def digest_stats():
     """Hash: last_flush_at, last_flush_size."""
     return f"{DIGEST_PREFIX}stats"
+
+
+def gate(channel, partition=""):
+    """The channel gate's keys: its state hash, its waiting criticals and its held slots."""
+    base = f"{PREFIX}:gate:{channel}:{partition}"
+    return [base, f"{base}:critical", f"{base}:active"]
+
+
+def ingest_rate(token_id):
+    """Token bucket of one ingest token (pipeline/lua/ratelimit_token.lua): tokens left and when it last refilled."""
+    return f"{PREFIX}:ingest:rate:{token_id}"

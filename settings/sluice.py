@@ -44,3 +44,6 @@ SLUICE_KINDS = _env_json("SLUICE_KINDS", {})
 SLUICE_MAX_PAYLOAD_BYTES = int(os.environ.get("SLUICE_MAX_PAYLOAD_BYTES", 16 * 1024))
 
 SLUICE_DIGEST = _env_json("SLUICE_DIGEST", {"flush_interval_s": 60, "max_keys": 200})
+
+# The channel gate's kill switch: False lets every class send without waiting on a shared channel.
+SLUICE_GATE_ENABLED = os.environ.get("SLUICE_GATE_ENABLED", "1") not in ("0", "false", "False")

@@ -13,11 +13,11 @@ from django.contrib.auth import get_user_model
 from digest.flush import run_flush
 from notifications import Rejected, notify
 from pipeline import keys
+from pipeline.bench.provider import sent_records
 from pipeline.depth import snapshot
 from pipeline.processes import ROOT, WorkerProcess
-from tests.recorder import sent_records
 
-RECORDER = "tests.recorder.RedisRecorderChannel"
+RECORDER = "pipeline.bench.provider.SimulatedProvider"
 MIX = [
     ("critical", "meeting.reminder", 600),
     ("routine", "task.comment", 3000),
@@ -45,7 +45,7 @@ def test_every_event_is_accounted_for_exactly_once(redis_client, redis_server, s
     database = f"sqlite:///{tmp_path}/workers.db"
     monkeypatch.setenv("DATABASE_URL", database)  # the critical pool runs size-triggered flushes
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True, timeout=120)
-    channels = {n: {"backend": RECORDER, "options": {"delay_ms": 20}} for n in ("email", "sms", "push")}
+    channels = {n: {"backend": RECORDER, "options": {"latency_ms": 20}} for n in ("email", "sms", "push")}
     workers = [
         WorkerProcess(klass, redis_server.url, channels, extra=["--concurrency", str(c)], loglevel="WARNING")
         for klass, c in (("critical", 1), ("routine", 4), ("background", 2))

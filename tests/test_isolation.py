@@ -5,14 +5,14 @@ import time
 import pytest
 
 from notifications import notify
+from pipeline.bench.provider import SENT_KEY, sent_records
 from pipeline.processes import WorkerProcess
-from tests.recorder import SENT_KEY, sent_records
 
-RECORDER = "tests.recorder.RedisRecorderChannel"
+RECORDER = "pipeline.bench.provider.SimulatedProvider"
 
 
 def channels(delay_ms):
-    return {name: {"backend": RECORDER, "options": {"delay_ms": delay_ms}} for name in ("email", "sms", "push")}
+    return {name: {"backend": RECORDER, "options": {"latency_ms": delay_ms}} for name in ("email", "sms", "push")}
 
 
 @pytest.mark.slow

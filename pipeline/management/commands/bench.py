@@ -8,19 +8,22 @@ from pipeline.bench.common import bench_redis, write_json
 
 
 class Command(BaseCommand):
-    help = "Run a benchmark: admission."
+    help = "Run a benchmark: admission, gate."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="name", required=True)
         admission = sub.add_parser("admission", help="notify() vs apply_async vs raw LPUSH")
         admission.add_argument("--calls", type=int, default=3000)
         admission.add_argument("--rounds", type=int, default=3)
+        flood = sub.add_parser("gate", help="critical SMS latency under a background flood, gate on and off")
+        flood.add_argument("--seconds", type=float, default=20)
+        flood.add_argument("--flood", type=int, default=5000)
         for command in sub.choices.values():
             command.add_argument("--json", dest="json_path", help="also write the figures to this file")
 
     def handle(self, name, json_path=None, **options):
-        with bench_redis(self.stdout):
-            result = getattr(self, f"bench_{name}")(**options)
+        with bench_redis(self.stdout) as url:
+            result = getattr(self, f"bench_{name}")(redis_url=url, **options)
         write_json(json_path, result)
         self.stdout.write(json.dumps(result, indent=2, sort_keys=True))
 
@@ -35,5 +38,34 @@ class Command(BaseCommand):
         self.stdout.write(
             f"notify() is {result['notify_vs_apply_async']}x apply_async (target >= 3x); raw LPUSH is "
             f"{result['lpush_vs_notify_per_call']}x notify() per call (target <= 2x)"
+        )
+        return result
+
+    def bench_gate(self, redis_url, seconds, flood, **options):
+        from pipeline.bench import flood as scenario
+
+        def progress(elapsed, sent):
+            self.stdout.write(f"  {elapsed:5.1f} s: {sent} sends recorded", ending="\r")
+            self.stdout.flush()
+
+        runs = {}
+        for label, enabled in (("gate", True), ("nogate", False)):
+            self.stdout.write(f"flood with the gate {'on' if enabled else 'off'}: {flood} background SMS waiting")
+            runs[label] = scenario.summarize(scenario.run(redis_url, enabled, seconds, flood, progress=progress))
+            self.stdout.write("")
+        gate, nogate = runs["gate"], runs["nogate"]
+        result = {
+            "critical_p50_ms_gate": gate["critical_p50_ms"],
+            "critical_p99_ms_gate": gate["critical_p99_ms"],
+            "critical_p50_ms_nogate": nogate["critical_p50_ms"],
+            "critical_p99_ms_nogate": nogate["critical_p99_ms"],
+            "critical_p99_ratio_nogate_over_gate": round(nogate["critical_p99_ms"] / gate["critical_p99_ms"], 1),
+            "max_rate_observed_per_s": gate["max_rate_observed_per_s"],
+            "runs": runs,
+        }
+        self.stdout.write(
+            f"critical p99 {gate['critical_p99_ms']} ms with the gate, {nogate['critical_p99_ms']} ms without "
+            f"({result['critical_p99_ratio_nogate_over_gate']}x); SMS never above "
+            f"{gate['max_rate_observed_per_s']}/s in any second"
         )
         return result
