@@ -4,11 +4,11 @@ import logging
 import time
 
 from notifications.conf import CLASSES, sluice_settings
-from pipeline import gate, keys
+from pipeline import gate, keys, metrics
 from pipeline.celery import app
 from pipeline.queues import send_task_name
 from pipeline.signals import PUBLISHED_AT
-from pipeline.store import get_redis, script
+from pipeline.store import script
 
 from .channels import get_channel
 from .channels.base import Message, PermanentSendError
@@ -63,6 +63,7 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, *
             raise task.retry(exc=exc, countdown=0, max_retries=None, headers=headers) from None
         except Exception as exc:  # noqa: BLE001 - any backend failure is retried, then reported
             failed.append((channel, exc))
+    metrics.count(metrics.processed_field(kind_obj.klass))
     if failed:
         channel, exc = failed[0]
         logger.warning("send %s on %s failed, will retry: %s", notification_id, channel, exc)
@@ -74,24 +75,26 @@ def send_once(message):
 
     The claim is atomic (claim_send.lua); a redelivered message finds "sent" and stops.
     """
-    client = get_redis()
     key = keys.sent(message.id, message.channel)
     previous = script("claim_send")(keys=[key], args=[CLAIM_TTL_S])
     if previous == b"sent":
+        metrics.count(metrics.sent_field(message.channel, message.klass, "duplicate"))
         return False
     if previous == b"sending":
         # Another worker holds the claim (or died holding it): try again once it may have expired.
         raise ClaimedElsewhere(f"{message.id} on {message.channel} is being sent elsewhere")
+    status, started = "failed", None
     try:
         with gate.slot(message.channel, message.klass, message.payload):
+            started = time.perf_counter()
             get_channel(message.channel).send(message)
+        status = "sent"
     except PermanentSendError:
-        client.set(key, "sent", ex=SENT_TTL_S)
+        status = "rejected"
         raise
-    except BaseException:
-        client.delete(key)
-        raise
-    client.set(key, "sent", ex=SENT_TTL_S)
+    finally:
+        seconds = time.perf_counter() - started if started is not None else None
+        metrics.finish_send(key, message.channel, message.klass, status, seconds, SENT_TTL_S)
     return True
 
 

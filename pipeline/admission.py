@@ -13,6 +13,7 @@ from notifications.exceptions import QueueCeilingReached, Rejected
 from notifications.outcome import Outcome
 
 from . import keys
+from .metrics import notifications_field
 from .store import script
 
 logger = logging.getLogger("sluice.admission")
@@ -23,16 +24,11 @@ FIRST_POLL_S, MAX_POLL_S = 0.002, 0.025
 BURST_WINDOW_S = 10
 
 
-def counter(klass, outcome):
-    """The counters-hash field of sluice_notifications_total{class, outcome}."""
-    return f"notifications:{klass}:{outcome}"
-
-
 def push(queue, message, klass):
     """Push ``message`` if ``queue`` has room: return PUSHED or FULL. Raise at the ceiling."""
     status = script("admit")(
         keys=_admit_keys(queue.name),
-        args=[queue.capacity, queue.ceiling, message, counter(klass, "accepted")],
+        args=[queue.capacity, queue.ceiling, message, notifications_field(klass, "accepted")],
     )
     if status == CEILING:
         raise QueueCeilingReached(f"queue {queue.name!r} is at its hard ceiling of {queue.ceiling} messages")
@@ -73,7 +69,8 @@ def _reject(klass, queue):
     # Seconds until the queue has room, from the drain rate the exporter last measured (or 1 s).
     retry_after = max(1.0, round((current - queue.capacity + 1) / rate + 0.5)) if rate else 1.0
     opened = script("reject")(
-        keys=[keys.counters(), keys.rejected_burst(klass)], args=[counter(klass, "rejected"), BURST_WINDOW_S]
+        keys=[keys.counters(), keys.rejected_burst(klass)],
+        args=[notifications_field(klass, "rejected"), BURST_WINDOW_S],
     )
     if opened:
         logger.error(

@@ -1,0 +1,109 @@
+"""The exporter against queues with known contents: latency (published_at, ETAs, priority sub-lists), windows,
+exact counters, the KEDA endpoint, and no personal data in anything it serves."""
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from wsgiref.simple_server import make_server
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from notifications import notify
+from pipeline import keys
+from pipeline.exporter import _QuietHandler, _Server, application
+from pipeline.message import envelope
+from pipeline.metrics import finish_send, processed_field
+from pipeline.window import sample
+
+def message(queue, age=0, eta=None):
+    raw = json.loads(envelope("sluice.send.routine", "id1", "{}", queue, "{}", published_at=time.time() - age))
+    if eta is not None:
+        raw["headers"]["eta"] = eta.isoformat()
+    return json.dumps(raw)
+
+
+@pytest.fixture
+def exporter(redis_client):
+    server = make_server("127.0.0.1", 0, application(120), server_class=_Server, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}"
+
+    def get(path):
+        with urllib.request.urlopen(base + path, timeout=10) as response:
+            return response.read().decode()
+
+    yield get
+    server.shutdown()
+    server.server_close()
+
+
+def metrics(text):
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
+
+
+def test_latency_counts_from_published_at_and_past_etas_and_skips_future_etas(exporter, redis_client):
+    future = datetime.now(UTC) + timedelta(minutes=5)
+    past = datetime.now(UTC) - timedelta(seconds=40)
+    # Oldest first at the tail: a future-ETA message is there, but is not waiting; the next one is 30 s old.
+    redis_client.lpush(
+        "routine", message("routine", age=300, eta=future), message("routine", age=30), message("routine", age=1)
+    )
+    redis_client.lpush("critical", message("critical", age=5, eta=past))
+    redis_client.lpush(keys.priority_lists("background")[2], message("background", age=50))
+    redis_client.lpush("background", message("background", age=10))
+    found = metrics(exporter("/metrics"))
+    latency = {q: found["sluice_queue_latency_seconds", (("queue", q),)] for q in ("critical", "routine", "background")}
+    assert latency["routine"] == pytest.approx(30, abs=3)
+    assert latency["critical"] == pytest.approx(40, abs=3)  # from the ETA, not from published_at
+    assert latency["background"] == pytest.approx(50, abs=3)  # the priority sub-list's message is older
+    assert found["sluice_queue_depth", (("queue", "routine"),)] == 3
+    assert found["sluice_queue_depth", (("queue", "background"),)] == 2
+    assert found["sluice_queue_capacity", (("queue", "routine"),)] == 2048
+
+
+def test_window_drain_time_and_the_keda_endpoint(exporter, redis_client):
+    now = time.time()
+    redis_client.lpush("routine", *[message("routine", age=20)] * 100)
+    sample(120, now=now - 60)
+    redis_client.hincrby(keys.counters(), processed_field("routine"), 300)  # 300 done in 60 s: 5/s
+    sample(120, now=now)
+    payload = json.loads(exporter("/scaler/routine"))
+    assert payload["depth"] == 100
+    assert payload["drain_time_seconds"] == pytest.approx(20, rel=0.01)  # 100 / 5 per s
+    assert payload["latency_window_max_seconds"] >= 19
+    found = metrics(exporter("/metrics"))
+    assert found["sluice_drain_time_seconds", (("queue", "routine"),)] == pytest.approx(20, rel=0.01)
+    assert found["sluice_queue_latency_window_seconds", (("queue", "routine"), ("stat", "max"))] >= 19
+    assert float(redis_client.get(keys.drain_rate("routine"))) == pytest.approx(5)
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        exporter("/scaler/nope")
+    assert missing.value.code == 404
+
+
+def test_counters_are_exact_and_carry_no_personal_data(exporter, redis_client, db, django_user_model, settings):
+    settings.SLUICE_QUEUES = {"routine": {"capacity": 2}}
+    user = django_user_model.objects.create(pk=987654321, username="seeded-user-name")
+    for i in range(5):
+        notify(user, "task.comment", entity_id="entity-seeded-id", payload={"secret": "hunter2-seeded", "i": i})
+    finish_send("k1", "email", "routine", "sent", 0.03, 60)
+    finish_send("k2", "email", "routine", "sent", 0.2, 60)
+    finish_send("k3", "email", "routine", "failed", 0.01)
+    text = exporter("/metrics")
+    found = metrics(text)
+    assert found["sluice_notifications_total", (("class", "routine"), ("outcome", "accepted"))] == 2
+    assert found["sluice_notifications_total", (("class", "routine"), ("outcome", "folded"))] == 3
+    assert found["sluice_sent_total", (("channel", "email"), ("class", "routine"), ("status", "sent"))] == 2
+    bucket = ("sluice_send_duration_seconds_bucket", (("channel", "email"), ("class", "routine"), ("le", "0.05")))
+    assert found[bucket] == 2
+    assert found["sluice_digest_pending_keys", ()] == 1
+    for secret in ("987654321", "seeded-user-name", "hunter2-seeded", "entity-seeded-id"):
+        assert secret not in text
+        assert secret not in exporter("/scaler/routine")
