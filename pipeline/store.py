@@ -15,6 +15,8 @@ def get_redis():
     """The shared client for REDIS_URL; a forked child gets its own pool, never its parent's sockets."""
     key = (settings.REDIS_URL, os.getpid())
     if _local.get("key") != key:
+        if "client" in _local and _local["key"][1] == key[1]:
+            _local["client"].close()  # same process, new URL: the old pool's sockets are ours to close
         _local.clear()
         _local["key"] = key
         _local["client"] = redis.Redis.from_url(

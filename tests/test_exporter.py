@@ -86,6 +86,7 @@ def test_window_drain_time_and_the_keda_endpoint(exporter, redis_client):
     with pytest.raises(urllib.error.HTTPError) as missing:
         exporter("/scaler/nope")
     assert missing.value.code == 404
+    missing.value.close()
 
 
 def test_counters_are_exact_and_carry_no_personal_data(exporter, redis_client, db, django_user_model, settings):
