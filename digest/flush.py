@@ -7,6 +7,7 @@ import uuid
 from notifications.conf import CLASSES, sluice_settings
 from pipeline import keys
 from pipeline.celery import app
+from pipeline.depth import snapshot
 from pipeline.message import envelope
 from pipeline.publish import event_kwargs_json
 from pipeline.queues import send_task_name
@@ -30,8 +31,12 @@ def flush(trigger="beat"):
     try:
         return run_flush(trigger)
     finally:
-        if trigger == "size":
-            get_redis().delete(keys.size_trigger())
+        client = get_redis()
+        # Free the trigger once the flush got the pending keys below the threshold. If full queues kept
+        # them there, the flag expires by itself (SIZE_TRIGGER_TTL_S), so a burst does not turn every
+        # fold into another flush that finds no room.
+        if trigger == "size" and client.zcard(keys.pending()) < sluice_settings().digest["max_keys"]:
+            client.delete(keys.size_trigger())
 
 
 @app.task(name=DRAIN_TASK, ignore_result=True)
@@ -56,14 +61,17 @@ def run_flush(trigger, batch=BATCH, lease_s=LEASE_S):
         store.renew(stale, lease_s)
         logger.warning("taking over flush %s, whose flusher died or stalled", stale)
         published += _publish(stale, store.claimed_members(stale), full)
-    while not full:
+    room = _room()
+    while not full and room > 0:
         # One claim id per batch: a key folded again after its digest went out is claimed anew, under
         # a new id, so its next digest never shares a notification id (and a dedup) with the last.
         claim_id = uuid.uuid4().hex
-        members = store.claim(claim_id, batch, lease_s)
+        members = store.claim(claim_id, min(batch, room), lease_s)
         if not members:
             break
-        published += _publish(claim_id, members, full)
+        sent = _publish(claim_id, members, full)
+        published += sent
+        room -= sent
     drained = drain_overflows()
     pipe = get_redis().pipeline(transaction=False)
     pipe.hset(keys.digest_stats(), mapping={"last_flush_at": time.time(), "last_flush_size": published})
@@ -77,6 +85,11 @@ def run_flush(trigger, batch=BATCH, lease_s=LEASE_S):
         drained,
     )
     return published
+
+
+def _room():
+    """Free slots across the class queues: a flush claims no more than could be published now."""
+    return sum(max(0, q["capacity"] - q["depth"]) for q in snapshot().values())
 
 
 def _publish(flush_id, members, full):

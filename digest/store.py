@@ -9,7 +9,7 @@ from pipeline import keys
 from pipeline.store import get_redis, script
 
 FOLDED, FOLDED_FLUSH, DEFERRED, OVERFLOW_FULL = 1, 2, 3, 0
-SIZE_TRIGGER_TTL_S = 120
+SIZE_TRIGGER_TTL_S = 5
 
 
 def fold(klass, user_id, kind, entity_id, payload_json, message, overflow_capacity, max_keys, opt_out=True, now=None):

@@ -49,6 +49,7 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, *
             body=body,
             payload=payload,
             count=count,
+            first_seen=extra.get("first_seen"),
         )
         try:
             send_once(message)

@@ -119,7 +119,15 @@ def test_size_trigger_enqueues_one_flush_at_max_keys(redis_client, settings):
     assert kwargs_of(redis_client, "critical")[0] == {"trigger": "size"}
     from digest.flush import flush
 
+    flush("size")  # the routine queue is still full: nothing goes out, and the trigger stays debounced
+    assert redis_client.exists(keys.size_trigger())
+    assert redis_client.zcard(keys.pending()) == 12
+    redis_client.delete("routine")
     flush("size")
+    assert redis_client.zcard(keys.pending()) == 11  # room for one message in a queue of capacity 1
+    settings.SLUICE_QUEUES = {"routine": {"capacity": 100}}
+    flush("size")
+    assert redis_client.zcard(keys.pending()) == 0
     assert not redis_client.exists(keys.size_trigger())
 
 

@@ -21,6 +21,8 @@ class Message:
     body: str
     payload: dict = field(default_factory=dict)
     count: int = 1
+    # For a digest: when its oldest folded event happened (seconds since the epoch).
+    first_seen: float | None = None
 
 
 class SendError(Exception):

@@ -33,7 +33,8 @@ class SimulatedProvider(BaseChannel):
                 "entity_id": message.entity_id,
                 "count": message.count,
                 "started": started,
-                "t0": message.payload.get("t0") if isinstance(message.payload, dict) else None,
+                # When the event happened: the payload's t0, or a digest's oldest folded event.
+                "t0": message.first_seen or (message.payload.get("t0") if isinstance(message.payload, dict) else None),
             }
             client.rpush(SENT_KEY, json.dumps(record))
 
