@@ -10,6 +10,9 @@ from .conf import sluice_settings
 from .exceptions import InvalidEntityId, InvalidPayload, PayloadTooLarge, UnknownUser
 from .kinds import get_kind
 
+# Far deeper than any notification needs, and far below the interpreter's recursion limit (1000).
+MAX_PAYLOAD_DEPTH = 64
+
 
 def notify(user, kind, *, entity_id, payload=None):
     """Send a notification of ``kind`` about ``entity_id`` to ``user`` (a User or its pk).
@@ -50,7 +53,12 @@ def _validate(user, kind, entity_id, payload):
 
 def _entity_id(entity_id, limit):
     if isinstance(entity_id, int) and not isinstance(entity_id, bool):
-        entity_id = str(entity_id)
+        try:
+            entity_id = str(entity_id)
+        except ValueError:  # over Python's int-to-str digit limit (4300), so far over any length limit
+            raise InvalidEntityId(
+                f"entity_id is an integer too large to convert; the limit is {limit} characters"
+            ) from None
     if not isinstance(entity_id, str):
         raise InvalidEntityId(f"entity_id must be a string, got {type(entity_id).__name__}")
     if not entity_id.strip():
@@ -77,7 +85,20 @@ def _payload_json(payload, limit):
         raise InvalidPayload("payload contains text that is not valid Unicode (a lone surrogate)") from None
     if size > limit:
         raise PayloadTooLarge(f"payload is {size} bytes as JSON; SLUICE_MAX_PAYLOAD_BYTES is {limit}")
+    _check_depth(payload, MAX_PAYLOAD_DEPTH)
     return text
+
+
+def _check_depth(payload, limit):
+    # json.dumps here and json.loads in the worker recurse, so without a bound of its own whether a deep payload
+    # passes depends on how deep each caller's stack already is: one accepted here could fail to decode there.
+    stack = [(payload, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            raise InvalidPayload(f"payload is nested more than {limit} levels deep")
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
 
 
 def _user_id(user):

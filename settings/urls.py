@@ -4,6 +4,8 @@ from django.contrib import admin
 from django.http import JsonResponse
 from django.urls import path
 
+from notifications.ingest.views import ingest
+
 
 def healthz(request):
     """Liveness: the process serves requests. It checks no dependency, so an outage never restarts pods."""
@@ -13,4 +15,5 @@ def healthz(request):
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz),
+    path("api/notifications/", ingest, name="notifications-ingest"),
 ]

@@ -1,0 +1,12 @@
+"""The per-token rate limit: a token bucket in Redis, spent atomically by pipeline/lua/ratelimit_token.lua."""
+
+from pipeline import keys
+from pipeline.store import script
+
+
+def take(token):
+    """Spend one request of ``token``'s bucket: return 0.0 when allowed, else the seconds until one is back."""
+    allowed, wait_ms = script("ratelimit_token")(
+        keys=[keys.ingest_rate(token.pk)], args=[token.rate_per_second, token.burst]
+    )
+    return 0.0 if allowed else int(wait_ms) / 1000

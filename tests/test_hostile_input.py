@@ -1,0 +1,419 @@
+"""Hostile input: notify() and POST /api/notifications/ refuse junk with a specific error and enqueue nothing."""
+
+import base64
+import json
+
+import pytest
+from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import strategies as st
+
+from notifications import (
+    InvalidEntityId,
+    InvalidPayload,
+    NotifyError,
+    Outcome,
+    PayloadTooLarge,
+    UnknownKind,
+    UnknownUser,
+)
+from notifications.conf import DEFAULT_KINDS
+from notifications.models import IngestToken
+from pipeline import keys
+
+QUEUES = ("critical", "routine", "background", "celery")
+URL = "/api/notifications/"
+LIMIT = 16 * 1024
+FUZZ = settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+FEW = settings(FUZZ, max_examples=60)
+
+# Text that breaks naive code: separators and Redis glob/key characters, controls, lone surrogates, odd Unicode.
+SPECIAL = st.sampled_from(
+    [
+        *("|", ":", "*", "?", "[", "]", "{", "}", '"', "'", "\\", "\n", "\r", "\t", "\x00", "\x1f", "\x7f", "\x85"),
+        *(
+            "\ud800",
+            "\udfff",
+            "\u2028",
+            "\ufeff",
+            "\u200b",
+            " ",
+            "%",
+            "$",
+            "😀",
+            "é",
+            "\\u0000",
+            "sluice:digest:",
+            "|x|",
+        ),
+    ]
+)
+CHAR = st.characters(exclude_categories=())  # every code point, lone surrogates included
+TEXT = st.one_of(st.lists(st.one_of(CHAR, SPECIAL), max_size=30).map("".join), st.text(CHAR, max_size=300))
+SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | TEXT
+JSON_VALUES = st.recursive(
+    SCALARS, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(TEXT, kids, max_size=4), max_leaves=20
+)
+NOT_JSON = (
+    st.binary(max_size=8) | st.tuples(st.integers()) | st.builds(object) | st.frozensets(st.integers(), max_size=2)
+)
+CONTAINERS = st.lists(SCALARS, max_size=3) | st.dictionaries(st.text(max_size=3), SCALARS, max_size=3)
+# Wrong for every field (an int can be a pk or an entity id, and a dict can be a payload, so those come per field).
+WRONG = st.none() | st.booleans() | st.floats() | st.lists(SCALARS, max_size=3) | NOT_JSON
+
+
+def footprint(client):
+    """Sizes of what a refused call must not grow: the class queues (sub-lists too) and every digest key."""
+    sizes = {name: client.llen(name) for queue in QUEUES for name in keys.priority_lists(queue)}
+    size_of = {b"hash": client.hlen, b"zset": client.zcard, b"set": client.scard, b"list": client.llen}
+    for key in client.scan_iter(match=f"{keys.DIGEST_PREFIX}*", count=1000):
+        sizes[key] = size_of.get(client.type(key), client.strlen)(key)
+    return sizes
+
+
+def assert_nothing_grew(before, after):
+    grown = {k: (before.get(k, 0), v) for k, v in after.items() if v > before.get(k, 0)}
+    assert not grown, f"a refused call left something behind: {grown}"
+
+
+def entity_id_ok(entity_id):
+    """The documented rule: a non-empty string (or int) of at most 200 characters, no controls, no lone surrogates."""
+    if isinstance(entity_id, int) and not isinstance(entity_id, bool):
+        entity_id = str(entity_id)
+    return (
+        isinstance(entity_id, str)
+        and bool(entity_id.strip())
+        and len(entity_id) <= 200
+        and not any(ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF for c in entity_id)
+    )
+
+
+def names_pk(value, pk):
+    try:
+        return int(value) == pk
+    except (TypeError, ValueError):
+        return False
+
+
+def nested(depth, container):
+    value = {}
+    for _ in range(depth):
+        value = {"a": value} if container == "dict" else [value]
+    return value
+
+
+# Per field, values that are certainly wrong, and the error each must raise.
+def bad_users(pk):
+    return (
+        WRONG
+        | CONTAINERS
+        | st.integers(min_value=10**6)
+        | st.integers(max_value=0)
+        | TEXT.filter(lambda t: not names_pk(t, pk))
+    )
+
+
+BAD_KINDS = WRONG | CONTAINERS | st.integers() | TEXT.filter(lambda t: t not in DEFAULT_KINDS)
+BAD_ENTITY_IDS = st.one_of(
+    WRONG,
+    st.dictionaries(st.text(max_size=3), SCALARS, max_size=3),
+    st.integers(min_value=10**200),
+    st.integers(max_value=-(10**199)),
+    st.integers(min_value=10**4300, max_value=10**5000),  # over Python's int-to-str limit
+    st.text(" \u3000\u2003", max_size=5),
+    st.text(CHAR, min_size=201, max_size=400),
+    st.tuples(TEXT, st.sampled_from(["\x00", "\n", "\x1f", "\x7f", "\ud800", "\udbff\udbff"]), TEXT).map("".join),
+)
+BAD_PAYLOADS = st.one_of(
+    st.booleans(),
+    st.floats(),
+    st.lists(SCALARS, max_size=3),
+    NOT_JSON,
+    st.integers(),
+    TEXT,
+    st.dictionaries(TEXT, st.sampled_from([float("nan"), float("inf"), b"x", {1}, 10**5000]), min_size=1),
+    st.dictionaries(st.tuples(st.integers()), SCALARS, min_size=1),
+    st.builds(lambda t: {"t": t + "\ud800"}, TEXT),
+    st.builds(lambda n: {"blob": "x" * n}, st.integers(LIMIT, 4 * LIMIT)),
+    st.builds(nested, st.integers(2_000, 12_000), st.sampled_from(["dict", "list"])),
+)
+ERRORS = {"user": UnknownUser, "kind": UnknownKind, "entity_id": InvalidEntityId, "payload": InvalidPayload}
+
+
+@pytest.fixture
+def valid(user):
+    return {"user": user.pk, "kind": "task.assigned", "entity_id": "task_42", "payload": {"title": "Q3"}}
+
+
+def call(fields):
+    from notifications import notify
+
+    return notify(fields["user"], fields["kind"], entity_id=fields["entity_id"], payload=fields["payload"])
+
+
+# notify()
+
+
+@FUZZ
+@given(data=st.data())
+def test_each_wrong_field_gets_its_own_error_and_publishes_nothing(redis_client, user, valid, data):
+    field = data.draw(st.sampled_from(sorted(ERRORS)))
+    strategy = {"user": bad_users(user.pk), "kind": BAD_KINDS, "entity_id": BAD_ENTITY_IDS, "payload": BAD_PAYLOADS}
+    fields = {**valid, field: data.draw(strategy[field], label=field)}
+    before = footprint(redis_client)
+    with pytest.raises(ERRORS[field]):
+        call(fields)
+    assert_nothing_grew(before, footprint(redis_client))
+
+
+def mostly(valid, hostile):
+    """Three draws in four from ``valid``: so that all four fields are sometimes fine together."""
+    return st.integers(0, 3).flatmap(lambda i: valid if i else hostile)
+
+
+@FUZZ
+@given(
+    who=mostly(st.just("pk"), WRONG | st.integers() | TEXT),
+    kind=mostly(st.sampled_from(sorted(DEFAULT_KINDS)), BAD_KINDS),
+    entity_id=mostly(TEXT | st.integers(), WRONG),
+    payload=mostly(st.none() | st.dictionaries(TEXT, JSON_VALUES, max_size=5), BAD_PAYLOADS),
+)
+def test_any_input_is_an_outcome_or_a_notify_error(redis_client, user, who, kind, entity_id, payload):
+    fields = {"user": user.pk if who == "pk" else who, "kind": kind, "entity_id": entity_id, "payload": payload}
+    before = footprint(redis_client)
+    try:
+        outcome = call(fields)
+    except NotifyError as exc:
+        event(type(exc).__name__)
+        assert_nothing_grew(before, footprint(redis_client))
+        return
+    event("accepted")
+    assert isinstance(outcome, Outcome)
+    assert entity_id_ok(entity_id)
+    # What was queued is exactly what was sent: no separator or escape mangled it on the way.
+    queue = DEFAULT_KINDS[kind]["class"]
+    message = json.loads(redis_client.lindex(queue, 0))
+    kwargs = json.loads(base64.b64decode(message["body"]))[1]
+    assert kwargs["entity_id"] == str(entity_id)
+    assert kwargs["payload"] == json.loads(json.dumps(payload or {}))
+
+
+@pytest.mark.parametrize("container", ["dict", "list"])
+def test_ten_thousand_levels_of_nesting_is_invalid_payload_not_recursion_error(redis_client, valid, container):
+    with pytest.raises(InvalidPayload, match="not JSON-serialisable"):
+        call({**valid, "payload": {"deep": nested(10_000, container)}})
+    assert redis_client.llen("routine") == 0
+
+
+@pytest.mark.parametrize("container", ["dict", "list"])
+@pytest.mark.parametrize(("depth", "accepted"), [(63, True), (64, False), (500, False), (900, False)])
+def test_nesting_has_a_fixed_limit_whatever_the_callers_stack(redis_client, valid, container, depth, accepted):
+    # Without a bound of its own, 900 levels passed json.dumps here and then failed to decode in a worker.
+    payload = {"a": nested(depth - 1, container)}
+    if accepted:
+        assert call({**valid, "payload": payload}) is Outcome.ACCEPTED
+    else:
+        with pytest.raises(InvalidPayload, match="nested more than 64 levels deep"):
+            call({**valid, "payload": payload})
+
+
+@FEW
+@given(n=st.integers(0, 4 * LIMIT), char=st.sampled_from(["x", "é", "€", "😀", "\x00", '"', "\\"]))
+def test_payload_size_is_measured_as_utf8_json(redis_client, valid, n, char):
+    payload = {"blob": char * n}
+    size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > LIMIT:
+        with pytest.raises(PayloadTooLarge):
+            call({**valid, "payload": payload})
+    else:
+        assert call({**valid, "payload": payload}) is Outcome.ACCEPTED
+
+
+@FUZZ
+@given(entity_id=TEXT)
+def test_entity_id_is_accepted_exactly_when_the_rule_says(redis_client, valid, entity_id):
+    before = footprint(redis_client)
+    if entity_id_ok(entity_id):
+        assert call({**valid, "entity_id": entity_id}) is Outcome.ACCEPTED
+    else:
+        with pytest.raises(InvalidEntityId):
+            call({**valid, "entity_id": entity_id})
+        assert_nothing_grew(before, footprint(redis_client))
+
+
+# Fold keys
+
+
+def split3(text, i, j):
+    i, j = sorted((i % (len(text) + 1), j % (len(text) + 1)))
+    return text[:i], text[i:j], text[j:]
+
+
+USER_IDS = st.integers() | TEXT
+
+
+@FUZZ
+@given(user_id=USER_IDS, kind=TEXT, entity_id=TEXT, other=st.tuples(USER_IDS, TEXT, TEXT))
+def test_fold_member_is_injective(user_id, kind, entity_id, other):
+    member = keys.fold_member(user_id, kind, entity_id)
+    # It decodes back to its triple, so two different triples can never share a member.
+    assert json.loads(member) == [user_id, kind, entity_id]
+    assert (member == keys.fold_member(*other)) == ((user_id, kind, entity_id) == other)
+
+
+@FUZZ
+@given(
+    text=st.lists(st.one_of(SPECIAL, st.sampled_from("ab|:\"'")), max_size=12).map("".join),
+    cuts=st.tuples(*[st.integers(0, 50)] * 4),
+)
+def test_fold_members_of_one_string_cut_differently_differ(text, cuts):
+    # The naive "user|kind|entity" collides exactly here: the same characters, separators moved.
+    first, second = split3(text, *cuts[:2]), split3(text, *cuts[2:])
+    assume(first != second)
+    assert keys.fold_member(*first) != keys.fold_member(*second)
+
+
+@FEW
+@given(entity_ids=st.lists(TEXT.filter(entity_id_ok), min_size=1, max_size=8, unique=True))
+def test_distinct_entity_ids_fold_into_distinct_digest_keys(redis_client, valid, settings, entity_ids):
+    settings.SLUICE_QUEUES = {"routine": {"capacity": 1}}
+    redis_client.flushdb()
+    assert call({**valid, "entity_id": "filler"}) is Outcome.ACCEPTED
+    for entity_id in entity_ids:
+        assert call({**valid, "entity_id": entity_id}) is Outcome.FOLDED
+    assert redis_client.zcard(keys.pending()) == len(entity_ids)
+    for entity_id in entity_ids:
+        assert redis_client.exists(keys.fold(keys.fold_member(valid["user"], valid["kind"], entity_id)))
+
+
+# HTTP
+
+
+@pytest.fixture
+def send(client, db):
+    token = IngestToken(name="fuzzer", rate_per_second=1e6, burst=10**6)
+    raw = token.set_new_token()
+    token.save()
+
+    def post(body, content_type="application/json"):
+        # generic() sends the bytes as they are; post() would re-encode them to the declared charset.
+        data = body.encode() if isinstance(body, str) else body
+        return client.generic("POST", URL, data, content_type=content_type, HTTP_AUTHORIZATION=f"Bearer {raw}")
+
+    return post
+
+
+def assert_clean_refusal(response, statuses=(400, 403, 413, 415)):
+    text = response.content.decode()
+    assert response.status_code in statuses, text
+    assert response["Content-Type"] == "application/json"
+    body = json.loads(text)
+    assert set(body) == {"error", "detail"}
+    assert all(isinstance(v, str) and v for v in body.values())
+    assert "Traceback" not in text
+    assert 'File "' not in text
+    return body
+
+
+def deep_body(valid, depth, container):
+    """A body whose payload is nested ``depth`` levels deep, written out (json.dumps itself would recurse)."""
+    opener, closer = ('{"a":', "}") if container == "dict" else ("[", "]")
+    head = json.dumps({k: v for k, v in valid.items() if k != "payload"})[:-1]
+    return f'{head}, "payload": {{"deep": {opener * depth}0{closer * depth}}}}}'
+
+
+def dumps(value):
+    # What a client may send: lone surrogates as \\u escapes (ensure_ascii) and, sometimes, NaN.
+    return json.dumps(value, default=repr)
+
+
+FINITE = st.floats(allow_nan=False, allow_infinity=False)
+JSON_SCALARS = st.none() | st.booleans() | st.integers() | FINITE | TEXT
+JSON_WRONG = st.one_of(
+    st.none(),
+    st.booleans(),
+    FINITE,
+    st.lists(JSON_SCALARS, max_size=3),
+    st.dictionaries(st.text(max_size=3), JSON_SCALARS, max_size=3),
+)
+HTTP_BAD = {
+    "user": (JSON_WRONG | st.integers(min_value=10**6), "unknown_user"),
+    "kind": (JSON_WRONG | st.integers() | TEXT.filter(lambda t: t not in DEFAULT_KINDS), "unknown_kind"),
+    "entity_id": (
+        JSON_WRONG.filter(lambda v: not isinstance(v, dict))
+        | st.integers(min_value=10**200, max_value=10**4000)
+        | st.text(CHAR, min_size=201, max_size=300),
+        "invalid_entity_id",
+    ),
+    "payload": (JSON_WRONG.filter(lambda v: v is not None and not isinstance(v, dict)) | TEXT, "invalid_payload"),
+}
+
+
+@FUZZ
+@given(data=st.data())
+def test_http_wrong_type_for_each_field_is_a_400_naming_it(redis_client, valid, send, data):
+    field = data.draw(st.sampled_from(sorted(HTTP_BAD)))
+    strategy, code = HTTP_BAD[field]
+    body = {**valid, field: data.draw(strategy, label=field)}
+    before = footprint(redis_client)
+    assert assert_clean_refusal(send(dumps(body)), (400,))["error"] == code
+    assert_nothing_grew(before, footprint(redis_client))
+
+
+@FUZZ
+@given(
+    body=st.one_of(
+        st.binary(max_size=500),
+        JSON_VALUES.map(dumps),
+        st.fixed_dictionaries(
+            {},
+            optional={"user": JSON_VALUES, "kind": JSON_VALUES, "entity_id": JSON_VALUES, "payload": JSON_VALUES},
+        ).map(dumps),
+        st.tuples(st.integers(1, 20_000), st.sampled_from("[{")).map(lambda t: t[1] * t[0] + "]}"[t[1] == "{"] * t[0]),
+        st.integers(10_000, 60_000).map(lambda n: "[" + "0," * n + "0]"),
+    ),
+    content_type=st.sampled_from(["application/json"] * 4 + ["text/plain", "application/json; charset=utf-16", ""]),
+)
+def test_http_any_body_is_202_or_a_clean_json_4xx(redis_client, send, body, content_type):
+    before = footprint(redis_client)
+    response = send(body, content_type)
+    event(f"HTTP {response.status_code}")
+    if response.status_code == 202:
+        assert json.loads(response.content)["outcome"] in set(Outcome)
+        return
+    assert_clean_refusal(response)
+    assert_nothing_grew(before, footprint(redis_client))
+
+
+@pytest.mark.parametrize(
+    ("depth", "container", "status", "code"),
+    [
+        (10_000, "dict", 413, "body_too_large"),  # 50 KB of braces: refused before it is parsed
+        (10_000, "list", 400, "invalid_json"),  # 20 KB: parsed, and too deep
+        (900, "dict", 400, None),  # deep enough for the parser or for notify() to refuse
+        (3, "list", 202, None),
+    ],
+)
+def test_http_deep_payloads(redis_client, valid, send, depth, container, status, code):
+    before = footprint(redis_client)
+    response = send(deep_body(valid, depth, container))
+    if status == 202:
+        assert response.status_code == 202
+        return
+    body = assert_clean_refusal(response, (status,))
+    assert body["error"] in ((code,) if code else ("invalid_json", "invalid_payload"))
+    assert_nothing_grew(before, footprint(redis_client))
+
+
+def test_http_utf8_encoded_surrogate_is_invalid_json(redis_client, valid, send):
+    body = json.dumps({**valid, "entity_id": "X"}).encode().replace(b"X", b"\xed\xa0\x80")
+    assert "not UTF-8" in assert_clean_refusal(send(body), (400,))["detail"]
+
+
+def test_http_escaped_control_characters_count_against_the_body_limit(redis_client, valid, send):
+    # 5,000 NULs are 5 KB of payload for notify(), but 30 KB on the wire as \u0000 escapes.
+    assert_clean_refusal(send(json.dumps({**valid, "payload": {"blob": "\x00" * 7000}})), (413,))
+    assert send(json.dumps({**valid, "payload": {"id": 'a|b:*\n"{}'}})).status_code == 202
