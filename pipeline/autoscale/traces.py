@@ -67,7 +67,7 @@ def diurnal(seed=7, duration_s=86400, spikes_per_hour=1.0):
     rate = diurnal_rate(duration_s)
     start, end = 8 * 3600, min(20 * 3600, duration_s)
     t = float(start)
-    while end > start:
+    while end > start and spikes_per_hour > 0:
         t += rng.exponential(3600.0 / spikes_per_hour)
         if t >= end:
             break

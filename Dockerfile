@@ -1,0 +1,23 @@
+# One image for every Sluice component; the Helm chart (helm/sluice) picks the command.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    DJANGO_SETTINGS_MODULE=settings
+
+WORKDIR /app
+
+# Requirements first, so a code change does not reinstall them.
+COPY requirements.txt .
+RUN pip install -r requirements.txt
+
+COPY . .
+
+# The chart runs every container with this UID, a read-only root filesystem and /tmp as an emptyDir.
+RUN useradd --uid 10001 --user-group --no-create-home --home-dir /app --shell /usr/sbin/nologin sluice
+USER 10001
+
+EXPOSE 8000
+CMD ["gunicorn", "settings.wsgi:application", "--bind", "0.0.0.0:8000"]

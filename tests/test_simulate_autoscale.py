@@ -1,0 +1,294 @@
+"""The autoscaling simulator (pipeline.autoscale) and its command, manage.py simulate_autoscale."""
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+import yaml
+from django.core.management import CommandError, call_command
+
+from pipeline.autoscale import config, sim, traces
+from pipeline.autoscale.hpa import Autoscaler, Policy, Rules, Scaling
+from pipeline.autoscale.queue import FluidQueue
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def scaling(**overrides):
+    base = {
+        "target": 30.0,
+        "activation": 5.0,
+        "min_replicas": 1,
+        "max_replicas": 20,
+        "up": Rules(0, ()),
+        "down": Rules(0, ()),
+    }
+    return Scaling(**{**base, **overrides})
+
+
+# The fluid queue
+
+
+def test_a_backlog_waits_in_order_and_drains_at_the_pool_rate():
+    queue = FluidQueue()
+    queue.tick(0, 10, 0.0)  # ten arrive, nobody serves
+    assert queue.depth == pytest.approx(10)
+    assert queue.oldest_age(1.0) == pytest.approx(1.0)
+    queue.tick(1, 0, 100.0)  # 100/s drains them in 0.1 s
+    assert queue.depth == pytest.approx(0)
+    assert queue.oldest_age(2.0) == 0
+    # The first arrived at 0 and started at 1; the last arrived at 1 and started at 1.1.
+    assert queue.percentile(100) == pytest.approx(1.0, abs=0.15)
+    assert queue.percentile(1) == pytest.approx(0.1, abs=0.15)
+
+
+def test_a_pool_faster_than_arrivals_never_makes_anyone_wait():
+    queue = FluidQueue()
+    for second in range(60):
+        queue.tick(second, 50, 55.0)
+    assert queue.served() == pytest.approx(3000)
+    assert queue.percentile(99) == 0
+
+
+def test_an_underpowered_pool_ages_its_oldest_message_by_the_deficit():
+    queue = FluidQueue()
+    for second in range(100):
+        queue.tick(second, 100, 80.0)
+    # FIFO with 20% too little capacity: the oldest waiting message ages 0.2 s per second.
+    assert queue.oldest_age(100.0) == pytest.approx(20.0, rel=0.05)
+    assert queue.depth == pytest.approx(2000, rel=0.01)
+
+
+def test_the_admission_bound_refuses_what_does_not_fit():
+    queue = FluidQueue(capacity=100)
+    queue.tick(0, 250, 0.0)
+    assert queue.depth == pytest.approx(100)
+    assert queue.refused == pytest.approx(150)
+
+
+# The KEDA/HPA loop
+
+
+def test_value_metrics_multiply_the_ready_pods():
+    hpa = Autoscaler(scaling(), 4)
+    assert hpa.sync(15, metric=60.0, ready=4) == 4  # ceil(4 × 60 / 30) = 8
+    assert hpa.replicas == 8
+    hpa = Autoscaler(scaling(), 4)
+    assert hpa.sync(15, metric=60.0, ready=2) == 0  # pods still starting do not count: ceil(2 × 2) = 4
+
+
+def test_within_tolerance_nothing_moves():
+    hpa = Autoscaler(scaling(), 4)
+    assert hpa.sync(15, metric=32.9, ready=4) == 0
+    assert hpa.sync(30, metric=27.1, ready=4) == 0
+    assert hpa.sync(45, metric=33.1, ready=4) == 1  # ceil(4 × 1.103) = 5
+
+
+def test_average_value_divides_by_the_target_per_pod():
+    hpa = Autoscaler(scaling(target=100.0, metric_type="AverageValue"), 2)
+    hpa.sync(15, metric=750.0, ready=2)
+    assert hpa.replicas == 8
+
+
+def test_scale_down_waits_for_the_stabilization_window_and_respects_policies():
+    rules = Rules(300, (Policy("Pods", 1, 60),))
+    hpa = Autoscaler(scaling(down=rules), 6)
+    assert hpa.sync(15, metric=30.0, ready=6) == 0  # on target: the window now holds a 6
+    changes = {t: hpa.sync(t, metric=0.0, ready=hpa.replicas) for t in range(30, 901, 15)}
+    assert all(c == 0 for t, c in changes.items() if t < 315)
+    downs = [t for t, c in changes.items() if c < 0]
+    assert downs[0] == 315
+    assert hpa.replicas == 1
+    assert all(b - a >= 60 for a, b in itertools.pairwise(downs))
+    assert all(c == -1 for c in changes.values() if c)
+
+
+def test_scale_up_policies_limit_the_step_per_period():
+    rules = Rules(0, (Policy("Percent", 100, 120), Policy("Pods", 2, 120)))
+    hpa = Autoscaler(scaling(up=rules), 2)
+    hpa.sync(15, metric=300.0, ready=2)  # wants 20
+    assert hpa.replicas == 4  # at most double in the period
+    hpa.sync(30, metric=300.0, ready=4)
+    assert hpa.replicas == 4
+    hpa.sync(150, metric=300.0, ready=4)
+    assert hpa.replicas == 8
+
+
+def test_keda_wakes_a_pool_from_zero_and_puts_it_back_after_the_cooldown():
+    hpa = Autoscaler(scaling(min_replicas=0, cooldown_s=300), 0)
+    assert hpa.sync(15, metric=100.0, ready=0) == 0  # the HPA is idle at zero
+    assert hpa.poll(15, metric=2.0) == 0  # below activation
+    assert hpa.poll(30, metric=6.0) == 1
+    assert hpa.poll(300, metric=0.0) == 0
+    assert hpa.poll(330, metric=0.0) == -1
+    assert hpa.replicas == 0
+
+
+def test_flaps_are_reversals_within_five_minutes():
+    events = [(0, 1), (100, 1), (200, -1), (1000, 1), (1500, -1), (1600, 1)]
+    assert sim.count_flaps(events) == 2  # 100 -> 200 and 1500 -> 1600
+
+
+# Traces
+
+
+def test_the_incident_has_its_burst_exactly():
+    trace = traces.incident(seed=1)
+    burst = sum(int(trace.arrivals[k][300:340].sum()) for k in traces.CLASSES)
+    steady = sum(int(trace.arrivals[k][:300].sum()) for k in traces.CLASSES)
+    assert 9360 <= burst < 9360 + 150
+    assert steady == pytest.approx(90 * 5, rel=0.2)
+    routine = int(trace.arrivals["routine"][300:340].sum())
+    assert routine == pytest.approx(0.8 * 9360, rel=0.05)
+
+
+def test_traces_are_deterministic():
+    a, b = traces.diurnal(seed=3), traces.diurnal(seed=3)
+    assert all(np.array_equal(a.arrivals[k], b.arrivals[k]) for k in traces.CLASSES)
+    c = traces.diurnal(seed=4)
+    assert not np.array_equal(a.arrivals["routine"], c.arrivals["routine"])
+
+
+def test_the_diurnal_trace_follows_the_day():
+    trace = traces.diurnal(seed=7)
+    night = trace.arrivals["routine"][3 * 3600 : 4 * 3600].mean()
+    afternoon = trace.arrivals["routine"][14 * 3600 : 15 * 3600].mean()
+    assert night < 5 < 150 < afternoon
+
+
+def test_a_csv_trace(tmp_path):
+    path = tmp_path / "spike.csv"
+    path.write_text("second,routine,critical\n0,5,1\n3,7,0\n")
+    trace = traces.from_csv(path)
+    assert trace.seconds == 4
+    assert list(trace.arrivals["routine"]) == [5, 0, 0, 7]
+    assert list(trace.arrivals["background"]) == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("routine\n5\n", "'second'"),
+        ("second,urgent\n0,1\n", "unknown columns"),
+        ("second,routine\n0,-1\n", "negative"),
+        ("second,routine\n", "no rows"),
+    ],
+)
+def test_bad_csv_traces_are_refused(tmp_path, text, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        traces.from_csv(path)
+
+
+# Parameters
+
+
+def test_the_simulator_reads_the_charts_values():
+    values = yaml.safe_load(config.CHART_VALUES.read_text())
+    chart = config.chart_scaling(config.load_values())
+    assert chart.polling_s == values["keda"]["pollingInterval"]
+    assert chart.window_s == config.parse_duration(values["keda"]["latencyWindow"])
+    for klass in traces.CLASSES:
+        auto = values["workers"][klass]["autoscaling"]
+        s = chart.classes[klass]
+        assert (s.target, s.min_replicas, s.max_replicas) == (
+            auto["targetLatencySeconds"],
+            auto["minReplicas"],
+            auto["maxReplicas"],
+        )
+        assert s.down.stabilization_s == values["keda"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"]
+        assert s.tolerance == values["keda"]["tolerance"]
+
+
+def test_a_values_overlay_wins(tmp_path):
+    overlay = tmp_path / "zero.yaml"
+    overlay.write_text(
+        "workers:\n  background:\n    autoscaling:\n      minReplicas: 0\n"
+        "      behavior:\n        scaleDown:\n          stabilizationWindowSeconds: 60\n"
+    )
+    chart = config.chart_scaling(config.load_values(config.CHART_VALUES, [overlay]))
+    assert chart.classes["background"].min_replicas == 0
+    assert chart.classes["background"].down.stabilization_s == 60
+    assert chart.classes["background"].down.policies == chart.classes["routine"].down.policies
+
+
+def test_mu_comes_from_the_profiles_a_capacity_report_or_the_command_line(tmp_path):
+    mu = config.settings_mu()
+    assert mu["routine"] == pytest.approx(55.0)
+    assert mu["critical"] < mu["background"] < mu["routine"]
+    report = tmp_path / "capacity.json"
+    # manage.py capacity --json: μ per worker slot; a routine pod runs 16 of them.
+    report.write_text(
+        json.dumps([{"queue": "routine", "mu_per_worker": 4.0}, {"queue": "critical", "mu_per_worker": None}])
+    )
+    assert config.capacity_mu(report) == {"routine": 64.0}
+    report.write_text(json.dumps({"background": {"mu_per_worker": 2.0}}))
+    assert config.capacity_mu(report) == {"background": 16.0}
+    assert config.parse_mu_overrides(["critical=20"]) == {"critical": 20.0}
+    with pytest.raises(ValueError, match="class=value"):
+        config.parse_mu_overrides(["urgent=3"])
+
+
+def test_the_fixed_pool_covers_the_busiest_minute():
+    trace = traces.incident()
+    chart = config.chart_scaling(config.load_values())
+    sizes = sim.fixed_sizes(trace, chart, {"critical": 13.75, "routine": 55.0, "background": 27.5})
+    assert sizes["routine"] == math.ceil(trace.peak_rate("routine") / 55.0)
+
+
+# The command
+
+
+def run_command(tmp_path, *args):
+    summary_path = tmp_path / "summary.json"
+    call_command("simulate_autoscale", *args, "--json", str(summary_path), "--out", str(tmp_path))
+    return json.loads(summary_path.read_text())
+
+
+def test_the_incident_summary_and_plot(tmp_path, capsys):
+    summary = run_command(tmp_path, "--trace", "incident")
+    assert set(summary) == {"windowed_latency", "instant_depth", "fixed_peak"}
+    for row in summary.values():
+        assert set(row["p99_s"]) == set(traces.CLASSES)
+        assert row["replica_seconds"] > 0
+        assert row["flaps"] >= 0
+    assert (tmp_path / "autoscale-incident.png").read_bytes().startswith(PNG_MAGIC)
+    assert "windowed_latency" in capsys.readouterr().out
+    # The same seed gives the same numbers.
+    assert run_command(tmp_path, "--trace", "incident") == summary
+
+
+def test_on_the_diurnal_trace_windowed_latency_holds_routine_within_target_for_less_than_the_fixed_pool(tmp_path):
+    summary = run_command(tmp_path, "--trace", "diurnal")
+    windowed, fixed = summary["windowed_latency"], summary["fixed_peak"]
+    target = yaml.safe_load(config.CHART_VALUES.read_text())["workers"]["routine"]["autoscaling"]
+    assert windowed["p99_s"]["routine"] <= target["targetLatencySeconds"]
+    assert windowed["replica_seconds"] < fixed["replica_seconds"]
+    assert fixed["flaps"] == 0
+
+
+def test_a_slower_pool_waits_longer(tmp_path):
+    fast = run_command(tmp_path, "--trace", "incident")
+    slow = run_command(tmp_path, "--trace", "incident", "--mu", "routine=30")
+    assert slow["fixed_peak"]["p99_s"]["routine"] > fast["fixed_peak"]["p99_s"]["routine"]
+
+
+def test_the_admission_bound_is_reported(tmp_path):
+    summary = run_command(tmp_path, "--trace", "incident", "--admission")
+    assert summary["windowed_latency"]["refused"]["routine"] > 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--trace", "no-such-file.csv"],
+        ["--mu", "routine=-1"],
+        ["--startup-s", "-5"],
+    ],
+)
+def test_bad_arguments_are_refused(tmp_path, args):
+    with pytest.raises(CommandError):
+        call_command("simulate_autoscale", *args, "--out", str(tmp_path))
