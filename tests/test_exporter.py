@@ -19,6 +19,7 @@ from pipeline.message import envelope
 from pipeline.metrics import finish_send, processed_field
 from pipeline.window import sample
 
+
 def message(queue, age=0, eta=None):
     raw = json.loads(envelope("sluice.send.routine", "id1", "{}", queue, "{}", published_at=time.time() - age))
     if eta is not None:
