@@ -26,3 +26,6 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) sluice.sqlite3
+
+bench: $(STAMP)
+	$(BIN)/python manage.py bench incident --scale 1.0 --out docs --json docs/bench.json

@@ -4,6 +4,8 @@ import logging
 import time
 import uuid
 
+from django.db import DatabaseError
+
 from notifications.conf import CLASSES, sluice_settings
 from pipeline import keys
 from pipeline.celery import app
@@ -54,7 +56,12 @@ def run_flush(trigger, batch=BATCH, lease_s=LEASE_S):
     """Recover dead claims, then claim and publish in batches until pending is empty or a queue is full."""
     from .preferences import sync_optouts
 
-    sync_optouts()
+    try:
+        sync_optouts()
+    except DatabaseError as exc:
+        # Saves keep the mirror current; the periodic rebuild only heals drift, so a database outage
+        # must not stop digests from going out.
+        logger.warning("opt-out mirror not rebuilt, the database is unavailable: %s", type(exc).__name__)
     published = 0
     full = set()
     for stale in store.expired_claims():

@@ -6,6 +6,7 @@ from .exceptions import (
     NotifyError,
     PayloadTooLarge,
     Rejected,
+    Unavailable,
     UnknownKind,
     UnknownUser,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "Outcome",
     "PayloadTooLarge",
     "Rejected",
+    "Unavailable",
     "UnknownKind",
     "UnknownUser",
     "notify",

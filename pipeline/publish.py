@@ -3,7 +3,12 @@
 import json
 from dataclasses import dataclass
 
+from kombu.exceptions import OperationalError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 from notifications.conf import Kind, sluice_settings
+from notifications.exceptions import Unavailable
 
 from .admission import admit
 from .message import envelope
@@ -43,6 +48,15 @@ def event_message(event, queue_name):
 
 
 def publish_event(event):
-    """Admit ``event`` to its class queue; return its Outcome or raise Rejected."""
+    """Admit ``event`` to its class queue; return its Outcome, or raise Rejected or Unavailable."""
     queue = sluice_settings().queues[event.kind.klass]
-    return admit(event, queue, event_message(event, queue.name))
+    try:
+        return admit(event, queue, event_message(event, queue.name))
+    except (RedisConnectionError, RedisTimeoutError, OperationalError) as exc:
+        raise Unavailable(f"Redis at {_where()} is unavailable ({type(exc).__name__}: {exc}); retry later") from exc
+
+
+def _where():
+    from django.conf import settings
+
+    return settings.REDIS_URL.rsplit("@", 1)[-1]  # never the password

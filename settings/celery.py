@@ -22,6 +22,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     # Longer than the longest send plus its retries: an unacked message older than this is
     # handed to another worker, so a shorter value would send twice.
     "visibility_timeout": int(os.environ.get("SLUICE_VISIBILITY_TIMEOUT_S", "300")),
+    # Only matters to a worker that consumes several queues or priority steps on one (the benchmark's
+    # "Celery priorities on one queue" baseline sets "priority"); Sluice's pools consume one queue each.
+    "queue_order_strategy": os.environ.get("CELERY_QUEUE_ORDER_STRATEGY", "round_robin"),
 }
 # Every pool fetches a message only when a slot is free, so no admitted message hides inside a
 # worker's prefetch buffer: queue depth (LLEN) is then exactly the work no worker has started.

@@ -14,6 +14,8 @@ class ConsoleChannel(BaseChannel):
     def send(self, message):
         count = f" x{message.count}" if message.count > 1 else ""
         line = f"[{self.name}] {message.klass:<10} {message.kind}{count}: {message.subject}\n"
+        # The process's real stdout: a Celery worker swaps sys.stdout for a logger, which adds a prefix.
+        out = sys.__stdout__ or sys.stdout
         with _lock:
-            sys.stdout.write(line)
-            sys.stdout.flush()
+            out.write(line)
+            out.flush()

@@ -35,7 +35,7 @@ NOTIFY_ERRORS = (
     (exceptions.InvalidEntityId, 400, "invalid_entity_id"),
     (exceptions.NotifyError, 400, "invalid_notification"),
 )
-OUTAGES = (RedisConnectionError, RedisTimeoutError, BrokerError, exceptions.QueueCeilingReached)
+OUTAGES = (RedisConnectionError, RedisTimeoutError, BrokerError, exceptions.QueueCeilingReached, exceptions.Unavailable)
 
 
 class Refusal(Exception):

@@ -15,12 +15,16 @@ MIX = (
     ("routine", ("task.due_changed", "task.assigned", "task.comment"), 0.80),
     ("background", ("board.updated", "meeting.participant_left"), 0.14),
 )
-TASKS_PER_PARTICIPANT = 4
+TASKS_PER_PARTICIPANT = 2
 BOARDS = 3
 
 
 def burst(scale=1.0, seed=2026):
-    """[(offset_s, class, kind, user, entity)] for the burst, offsets spread evenly over its duration."""
+    """[(offset_s, class, kind, user, entity)] for the burst, offsets spread evenly over its duration.
+
+    Each participant's routine events are about the meeting's two action items, so each (user, kind, task)
+    repeats about seven times: the "many events per key" of a moved recurring meeting.
+    """
     rng = random.Random(seed)
     total = round(BURST_EVENTS * scale)
     seconds = BURST_SECONDS * scale

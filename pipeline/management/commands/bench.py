@@ -2,13 +2,14 @@
 
 import json
 
+from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from pipeline.bench.common import bench_redis, write_json
 
 
 class Command(BaseCommand):
-    help = "Run a benchmark: admission, gate."
+    help = "Run a benchmark: admission, gate, incident."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="name", required=True)
@@ -18,10 +19,21 @@ class Command(BaseCommand):
         flood = sub.add_parser("gate", help="critical SMS latency under a background flood, gate on and off")
         flood.add_argument("--seconds", type=float, default=20)
         flood.add_argument("--flood", type=int, default=5000)
+        incident = sub.add_parser("incident", help="replay the 9,360-events-in-40-s incident, three configurations")
+        incident.add_argument("--scale", type=float, default=1.0, help="fraction of the burst (0.25 for a quick run)")
+        incident.add_argument("--out", default="bench-out", help="folder for the markdown, JSON and PNG report")
+        incident.add_argument(
+            "--flush-interval",
+            type=float,
+            default=None,
+            help="seconds between digest flushes (default 60, scaled down with --scale)",
+        )
         for command in sub.choices.values():
             command.add_argument("--json", dest="json_path", help="also write the figures to this file")
 
     def handle(self, name, json_path=None, **options):
+        # Workers read the same database (the flush rebuilds the opt-out mirror from it).
+        call_command("migrate", interactive=False, verbosity=0)
         with bench_redis(self.stdout) as url:
             result = getattr(self, f"bench_{name}")(redis_url=url, **options)
         write_json(json_path, result)
@@ -69,3 +81,8 @@ class Command(BaseCommand):
             f"{gate['max_rate_observed_per_s']}/s in any second"
         )
         return result
+
+    def bench_incident(self, redis_url, scale, out, flush_interval, **options):
+        from pipeline.bench import incident_run
+
+        return incident_run.run(redis_url, scale, out, flush_interval, self.stdout)
