@@ -65,6 +65,31 @@ def locmem_channels(settings):
 
 
 @pytest.fixture
+def staff(django_user_model):
+    """Make a staff user with only the named permissions (codenames)."""
+    from django.contrib.auth.models import Permission
+
+    def make(name, *perms):
+        member = django_user_model.objects.create_user(name, password="pw", is_staff=True)
+        member.user_permissions.add(*Permission.objects.filter(codename__in=perms))
+        return member
+
+    return make
+
+
+def wait_for(predicate, timeout=20.0):
+    """Poll ``predicate`` until it is true or ``timeout`` seconds pass; return whether it came true."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.fixture
 def user(db, django_user_model):
     return django_user_model.objects.create_user("ada", email="ada@example.com", password="x")
 

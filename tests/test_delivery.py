@@ -10,15 +10,7 @@ from notifications.kinds import get_kind
 from notifications.tasks import send_tasks
 from pipeline.celery import app
 from pipeline.publish import Event, publish_event
-
-
-def wait_for(predicate, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
+from tests.conftest import wait_for
 
 
 @pytest.fixture

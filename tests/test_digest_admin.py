@@ -1,7 +1,6 @@
 """Admin: preferences are searchable and filterable, bulk actions work, only permitted staff may edit."""
 
 import pytest
-from django.contrib.auth.models import Permission
 
 from digest.models import DigestPreference
 from pipeline import keys
@@ -9,16 +8,6 @@ from tests.digest_helpers import fold
 
 pytestmark = pytest.mark.django_db(transaction=True)
 URL = "/admin/digest/digestpreference/"
-
-
-@pytest.fixture
-def staff(django_user_model):
-    def make(name, *perms):
-        user = django_user_model.objects.create_user(name, password="pw", is_staff=True)
-        user.user_permissions.add(*Permission.objects.filter(codename__in=perms))
-        return user
-
-    return make
 
 
 def test_changelist_shows_the_digest_state_search_and_filters(client, staff, redis_client, django_user_model):

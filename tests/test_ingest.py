@@ -7,7 +7,6 @@ import re
 import time
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.test import Client, RequestFactory
 
 from notifications.ingest.views import body_limit, ingest
@@ -348,16 +347,6 @@ def test_token_works_without_csrf_token(redis_client, user, raw, post):
 
 
 # admin
-
-
-@pytest.fixture
-def staff(django_user_model):
-    def make(name, *perms):
-        member = django_user_model.objects.create_user(name, password="pw", is_staff=True)
-        member.user_permissions.add(*Permission.objects.filter(codename__in=perms))
-        return member
-
-    return make
 
 
 def add_form(**fields):

@@ -10,15 +10,7 @@ from digest.models import DigestPreference
 from notifications import Outcome, notify
 from pipeline import keys
 from pipeline.celery import app
-
-
-def wait_for(predicate, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
+from tests.conftest import wait_for
 
 
 @pytest.mark.django_db(transaction=True)
