@@ -43,7 +43,10 @@ def flush(trigger="beat"):
 
 @app.task(name=DRAIN_TASK, ignore_result=True)
 def drain():
-    """Move opted-out users' waiting messages into their queues while there is room."""
+    """Every few seconds: move opted-out users' messages into their queues while there is room, and
+    finish a flush that full queues cut short, so its digests go out as soon as room frees."""
+    if get_redis().exists(keys.flush_backlog()):
+        return run_flush("backlog")
     return drain_overflows()
 
 
@@ -69,18 +72,26 @@ def run_flush(trigger, batch=BATCH, lease_s=LEASE_S):
         logger.warning("taking over flush %s, whose flusher died or stalled", stale)
         published += _publish(stale, store.claimed_members(stale), full)
     room = _room()
+    exhausted = False
     while not full and room > 0:
         # One claim id per batch: a key folded again after its digest went out is claimed anew, under
         # a new id, so its next digest never shares a notification id (and a dedup) with the last.
         claim_id = uuid.uuid4().hex
         members = store.claim(claim_id, min(batch, room), lease_s)
         if not members:
+            exhausted = True
             break
         sent = _publish(claim_id, members, full)
         published += sent
         room -= sent
     drained = drain_overflows()
     pipe = get_redis().pipeline(transaction=False)
+    if exhausted:
+        pipe.delete(keys.flush_backlog())
+    else:
+        # Full queues stopped this flush before its keys ran out: the drain task finishes it as room
+        # frees, rather than leaving the digests to the next interval.
+        pipe.set(keys.flush_backlog(), time.time(), ex=3600)
     pipe.hset(keys.digest_stats(), mapping={"last_flush_at": time.time(), "last_flush_size": published})
     pipe.hincrby(keys.counters(), "digest:flushes", 1)
     pipe.execute()

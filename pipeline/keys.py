@@ -84,6 +84,11 @@ def claim_set(flush_id):
     return f"{DIGEST_PREFIX}claim:{flush_id}"
 
 
+def flush_backlog():
+    """Flag set while a flush that full queues cut short still has keys to publish."""
+    return f"{DIGEST_PREFIX}backlog"
+
+
 def digest_stats():
     """Hash: last_flush_at, last_flush_size."""
     return f"{DIGEST_PREFIX}stats"

@@ -12,7 +12,7 @@ import pytest
 from django_celery_beat.models import PeriodicTask
 
 from digest import store
-from digest.flush import run_flush
+from digest.flush import drain, run_flush
 from pipeline import keys
 from pipeline.processes import ROOT
 from tests.digest_helpers import fold, published
@@ -52,11 +52,15 @@ def test_full_queue_keeps_digests_pending_until_there_is_room(redis_client, sett
     redis_client.lpush("routine", "busy-1")
     assert run_flush("test") == 1
     assert redis_client.zcard(keys.pending()) == 3
+    assert redis_client.exists(keys.flush_backlog())  # cut short: the drain task finishes it
     redis_client.delete("routine")
-    assert run_flush("test") == 2
+    assert drain() == 2
     redis_client.delete("routine")
-    assert run_flush("test") == 1
+    assert drain() == 1
     assert redis_client.zcard(keys.pending()) == 0
+    assert run_flush("test") == 0
+    assert not redis_client.exists(keys.flush_backlog())
+    assert drain() == 0  # no backlog: the drain only moves the overflow
 
 
 def test_unclaimed_fold_merges_with_one_that_arrived_meanwhile(redis_client):

@@ -32,6 +32,7 @@ SLUICE_POOLS = {"critical": 6, "routine": 4, "background": 2}
 TARGET_DRAIN_S = 37
 PRIORITY = {"critical": 0, "routine": 6, "background": 9}  # kombu's Redis steps: 0 is served first
 CONFIGS = ("naive", "celery_priority", "sluice")
+DRAIN_EVERY_S = 5  # the overflow drain's PeriodicTask (digest/migrations/0002_beat_schedule.py)
 UNBOUNDED = {k: {"capacity": 1_000_000, "ceiling": 1_000_000} for k in CLASSES}
 
 
@@ -111,6 +112,20 @@ def publish(config, user, klass, kind, entity, outcomes):
     outcomes[klass, "accepted"] += 1
 
 
+def beat(config, flush, drain, next_flush, next_drain, flush_interval_s):
+    """Send what django-celery-beat's two PeriodicTasks send, on their schedule (the flush every interval,
+    the drain every 5 s); return the next due times."""
+    if config == "sluice":
+        now = time.time()
+        if now >= next_flush:
+            flush.apply_async(kwargs={"trigger": "beat"})
+            next_flush += flush_interval_s
+        if now >= next_drain:
+            drain.apply_async()
+            next_drain += DRAIN_EVERY_S
+    return next_flush, next_drain
+
+
 def drained(client, config):
     if sum(v["depth"] for v in snapshot(client).values()):
         return False
@@ -125,7 +140,7 @@ def drained(client, config):
 
 def run_config(config, redis_url, scale, flush_interval_s, progress=None, max_drain_s=900):
     """Replay the incident against one configuration; return its raw results."""
-    from digest.flush import flush
+    from digest.flush import drain, flush
 
     client = get_redis()
     client.flushdb()
@@ -145,6 +160,7 @@ def run_config(config, redis_url, scale, flush_interval_s, progress=None, max_dr
             sampler.start()
             started = time.time()
             next_flush = started + flush_interval_s
+            next_drain = started + DRAIN_EVERY_S
             next_report = started
             for offset, klass, kind, user, entity in schedule:
                 if offset > warmup + burst_s and drained(client, config):
@@ -153,17 +169,13 @@ def run_config(config, redis_url, scale, flush_interval_s, progress=None, max_dr
                 if delay > 0:
                     time.sleep(delay)
                 publish(config, users[user], klass, kind, entity, outcomes)
-                if config == "sluice" and time.time() >= next_flush:
-                    flush.apply_async(kwargs={"trigger": "beat"})  # what django-celery-beat sends
-                    next_flush += flush_interval_s
+                next_flush, next_drain = beat(config, flush, drain, next_flush, next_drain, flush_interval_s)
                 if progress and time.time() >= next_report:
                     progress(config, time.time() - started, sampler.points[-1] if sampler.points else {})
                     next_report = time.time() + 1
             deadline = time.time() + max_drain_s
             while not drained(client, config) and time.time() < deadline:
-                if config == "sluice" and time.time() >= next_flush:
-                    flush.apply_async(kwargs={"trigger": "beat"})
-                    next_flush += flush_interval_s
+                next_flush, next_drain = beat(config, flush, drain, next_flush, next_drain, flush_interval_s)
                 if progress:
                     progress(config, time.time() - started, sampler.points[-1] if sampler.points else {})
                 time.sleep(0.5)
