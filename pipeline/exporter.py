@@ -53,6 +53,11 @@ class SluiceCollector:
         drain = GaugeMetricFamily(
             "sluice_drain_time_seconds", "Depth divided by the throughput over the window", labels=["queue"]
         )
+        busy = GaugeMetricFamily(
+            "sluice_busy_slots",
+            "Worker slots the arriving work keeps busy over the window (arrivals x send time)",
+            labels=["queue"],
+        )
         for queue in queues.values():
             name = queue["queue"]
             stats = window(name, self.window_s, now, client)
@@ -62,7 +67,8 @@ class SluiceCollector:
             windowed.add_metric([name, "avg"], stats.latency_avg_s)
             windowed.add_metric([name, "max"], stats.latency_max_s)
             drain.add_metric([name], stats.drain_time_s)
-        yield from (depth, capacity, latency, windowed, drain)
+            busy.add_metric([name], stats.busy_slots)
+        yield from (depth, capacity, latency, windowed, drain, busy)
         yield from self._counters(counters)
         pending = GaugeMetricFamily("sluice_digest_pending_keys", "Fold keys waiting for a flush")
         pending.add_metric([], client.zcard(keys.pending()))
@@ -126,6 +132,7 @@ def scaler_payload(queue, window_s):
         "capacity": sluice_settings().queues[klass].capacity,
         # JSON has no infinity; a queue that is not draining at all reports a day.
         "drain_time_seconds": round(drain, 3) if math.isfinite(drain) else 86400.0,
+        "busy_slots": round(stats.busy_slots, 3),
         "window_seconds": window_s,
     }
 

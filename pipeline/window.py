@@ -25,6 +25,9 @@ class Window:
     latency_max_s: float
     throughput_per_s: float | None
     drain_time_s: float
+    # Little's law: arrivals per second x seconds of sending per message = worker slots the arriving
+    # work keeps busy. Unlike latency, it says how many slots are enough, so it can hold a floor.
+    busy_slots: float = 0.0
 
 
 # Samples are kept an hour at least, for `manage.py capacity --window 1h`.
@@ -99,7 +102,10 @@ def summarize(samples):
         drain = depth / throughput
     else:
         drain = float("inf")
-    return Window(sum(latencies) / len(latencies), max(latencies), throughput, drain)
+    done = last["done"] - first["done"]
+    arrival = (last.get("arrived", 0) - first.get("arrived", 0)) / span if span > 0 else 0.0
+    per_message = (last.get("send_s", 0) - first.get("send_s", 0)) / done if done > 0 else 0.0
+    return Window(sum(latencies) / len(latencies), max(latencies), throughput, drain, arrival * per_message)
 
 
 def class_of(queue):

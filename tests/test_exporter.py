@@ -75,10 +75,13 @@ def test_window_drain_time_and_the_keda_endpoint(exporter, redis_client):
     redis_client.lpush("routine", *[message("routine", age=20)] * 100)
     sample(120, now=now - 60)
     redis_client.hincrby(keys.counters(), processed_field("routine"), 300)  # 300 done in 60 s: 5/s
+    redis_client.hincrby(keys.counters(), "notifications:routine:accepted", 240)  # 4 arrive a second
+    redis_client.hincrbyfloat(keys.counters(), "send_duration:push:routine:sum", 150)  # 0.5 s a message
     sample(120, now=now)
     payload = json.loads(exporter("/scaler/routine"))
     assert payload["depth"] == 100
     assert payload["drain_time_seconds"] == pytest.approx(20, rel=0.01)  # 100 / 5 per s
+    assert payload["busy_slots"] == pytest.approx(2.0, rel=0.01)  # 4 a second x 0.5 s
     assert payload["latency_window_max_seconds"] >= 19
     found = metrics(exporter("/metrics"))
     assert found["sluice_drain_time_seconds", (("queue", "routine"),)] == pytest.approx(20, rel=0.01)
