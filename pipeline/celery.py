@@ -3,8 +3,14 @@
 import os
 
 from celery import Celery
+from kombu.transport import TRANSPORT_ALIASES
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "settings")
+
+# redis:// and rediss:// mean kombu's Redis transport plus the hard queue ceiling on every publish
+# (pipeline/transport.py). Aliasing keeps the URL scheme "redis", which Flower's broker page and
+# `celery inspect` read; a broker_transport setting would have put a class path in its place.
+TRANSPORT_ALIASES["redis"] = TRANSPORT_ALIASES["rediss"] = "pipeline.transport:Transport"
 
 app = Celery("sluice")
 app.config_from_object("django.conf:settings", namespace="CELERY")

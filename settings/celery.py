@@ -33,5 +33,3 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Soft shutdown: on SIGTERM a worker finishes what it started before it goes (Celery 5.5+).
 CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT = float(os.environ.get("SLUICE_SOFT_SHUTDOWN_S", "30"))
 CELERY_WORKER_ENABLE_SOFT_SHUTDOWN_ON_IDLE = True
-# kombu's Redis transport plus the hard queue ceiling on every publish (pipeline/transport.py).
-CELERY_BROKER_TRANSPORT = "pipeline.transport:Transport"
