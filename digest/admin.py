@@ -46,14 +46,17 @@ def digest_state():
     """The digest's state for the admin, with times as datetimes; None when Redis cannot be reached."""
     from redis.exceptions import RedisError
 
+    from pipeline.depth import snapshot
+
     from .store import state
 
     try:
         raw = state()
+        queues = snapshot()
     except RedisError:
         return None
     when = {k: datetime.fromtimestamp(raw[k], UTC) if raw[k] else None for k in ("oldest_pending_at", "last_flush_at")}
-    return {**raw, **when}
+    return {**raw, **when, "queues": queues}
 
 
 class DigestPreferenceInline(admin.TabularInline):

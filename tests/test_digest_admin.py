@@ -18,6 +18,7 @@ def test_changelist_shows_the_digest_state_search_and_filters(client, staff, red
     page = client.get(URL).content.decode()
     assert "Digest state" in page
     assert "Pending keys</th><td>3<" in page
+    assert "<td>routine</td><td>0</td><td>2048</td>" in page  # the queues' depth and capacity
     assert "dora" in client.get(URL, {"q": "dora@example"}).content.decode()
     assert "dora" not in client.get(URL, {"q": "nobody"}).content.decode()
     assert client.get(URL, {"deliver_separately__exact": "1"}).status_code == 200
