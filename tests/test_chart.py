@@ -227,27 +227,45 @@ def test_values_schema_is_strict():
         render({"workers": {"routine": {"autoscaling": {"targetLatency": 30}}}})
     with pytest.raises(helm.HelmError):
         render({"keda": {"trigger": "redis"}})
+    for floor in ({"targetUtilization": 0}, {"targetUtilization": 1.5}, {"utilization": 0.7}):
+        with pytest.raises(helm.HelmError):
+            render({"workers": {"routine": {"autoscaling": {"capacityFloor": floor}}}})
 
 
-def test_scaled_objects_scale_on_windowed_latency_as_a_value(objects, case):
+def test_scaled_objects_scale_on_windowed_latency_and_a_capacity_floor(objects, case):
     values = merged_values(case)
+    window = values["keda"]["latencyWindow"]
     for obj in of_kind(objects, "ScaledObject"):
         klass = obj["metadata"]["name"].rsplit("-", 1)[1]
-        auto = values["workers"][klass]["autoscaling"]
-        (trigger,) = obj["spec"]["triggers"]
-        meta = trigger["metadata"]
-        assert trigger["metricType"] == "Value"
+        pool = values["workers"][klass]
+        auto = pool["autoscaling"]
+        assert auto["capacityFloor"]["enabled"]  # on in every ci case
+        latency, floor = obj["spec"]["triggers"]
+        # Latency does not divide across pods (Value); busy slots do (AverageValue).
+        assert (latency["name"], latency["metricType"]) == ("latency", "Value")
+        assert (floor["name"], floor["metricType"]) == ("busy-slots", "AverageValue")
+        assert latency["type"] == floor["type"] == values["keda"]["trigger"]
+        per_pod = pool["concurrency"] * auto["capacityFloor"]["targetUtilization"]
         assert obj["spec"]["minReplicaCount"] == auto["minReplicas"]
         assert obj["spec"]["maxReplicaCount"] == auto["maxReplicas"]
         behavior = obj["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
         assert behavior["scaleDown"]["stabilizationWindowSeconds"] > behavior["scaleUp"]["stabilizationWindowSeconds"]
-        if trigger["type"] == "prometheus":
+        meta, floor_meta = latency["metadata"], floor["metadata"]
+        if latency["type"] == "prometheus":
             assert re.fullmatch(
-                rf'max\(max_over_time\(sluice_queue_latency_seconds\{{queue="{klass}".*\}}\[{values["keda"]["latencyWindow"]}\]\)\)',
+                rf'max\(max_over_time\(sluice_queue_latency_seconds\{{queue="{klass}".*\}}\[{window}\]\)\)',
                 meta["query"],
             )
             assert float(meta["threshold"]) == auto["targetLatencySeconds"]
             assert float(meta["activationThreshold"]) == auto["activationLatencySeconds"]
+            assert re.fullmatch(
+                rf'sum\(avg_over_time\(sluice_busy_slots\{{queue="{klass}".*\}}\[{window}\]\)\)',
+                floor_meta["query"],
+            )
+            assert float(floor_meta["threshold"]) == pytest.approx(per_pod)
+            assert float(floor_meta["activationThreshold"]) == pytest.approx(per_pod)
+            assert floor_meta["serverAddress"] == meta["serverAddress"]
+            assert floor.get("authenticationRef") == latency.get("authenticationRef")
         else:
             service = named(objects, "Service", f"{FULLNAME}-exporter")
             port = service["spec"]["ports"][0]["port"]
@@ -255,6 +273,39 @@ def test_scaled_objects_scale_on_windowed_latency_as_a_value(objects, case):
             assert meta["valueLocation"] == "latency_window_max_seconds"
             assert float(meta["targetValue"]) == auto["targetLatencySeconds"]
             assert float(meta["activationTargetValue"]) == auto["activationLatencySeconds"]
+            assert floor_meta["url"] == meta["url"]
+            assert floor_meta["valueLocation"] == "busy_slots"
+            assert float(floor_meta["targetValue"]) == pytest.approx(per_pod)
+            assert float(floor_meta["activationTargetValue"]) == pytest.approx(per_pod)
+
+
+def test_the_capacity_floor_counts_the_slots_the_pods_run():
+    objects = render_objects(
+        {"workers": {"routine": {"concurrency": 10, "autoscaling": {"capacityFloor": {"targetUtilization": 0.5}}}}}
+    )
+    routine = named(objects, "ScaledObject", f"{FULLNAME}-worker-routine")
+    assert float(routine["spec"]["triggers"][1]["metadata"]["targetValue"]) == pytest.approx(5.0)
+    deployment = named(objects, "Deployment", f"{FULLNAME}-worker-routine")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == ["--concurrency", "10"]
+    defaults = {k: v["concurrency"] for k, v in merged_values("defaults")["workers"].items() if isinstance(v, dict)}
+    assert defaults == {"critical": 4, "routine": 16, "background": 8}  # the pool profiles'
+
+
+def test_the_capacity_floor_can_be_switched_off():
+    objects = render_objects(
+        {"workers": {"critical": {"autoscaling": {"capacityFloor": {"enabled": False, "targetUtilization": 0.7}}}}}
+    )
+    critical = named(objects, "ScaledObject", f"{FULLNAME}-worker-critical")
+    assert [t["name"] for t in critical["spec"]["triggers"]] == ["latency"]
+    routine = named(objects, "ScaledObject", f"{FULLNAME}-worker-routine")
+    assert [t["name"] for t in routine["spec"]["triggers"]] == ["latency", "busy-slots"]
+
+
+@pytest.mark.parametrize("args", [["--concurrency", "8"], ["--concurrency=8"], ["-c", "8"]])
+def test_concurrency_in_args_is_refused(args):
+    # The floor's target counts workers.<class>.concurrency slots; args must not make it lie.
+    with pytest.raises(helm.HelmError, match=r"set workers\.routine\.concurrency"):
+        render({"workers": {"routine": {"args": args}}})
 
 
 def test_background_can_scale_to_zero():

@@ -92,6 +92,38 @@ def test_average_value_divides_by_the_target_per_pod():
     assert hpa.replicas == 8
 
 
+def test_the_capacity_floor_holds_the_pods_the_arriving_work_needs():
+    # 16 slots × 0.7 = 11.2 busy slots per pod; latency says nothing (the pool keeps up).
+    hpa = Autoscaler(scaling(floor_target=11.2, floor_activation=11.2), 6)
+    assert hpa.sync(15, metric=0.0, ready=6, floor_metric=50.0) == -1  # ceil(50 / 11.2) = 5
+    assert hpa.replicas == 5
+    assert hpa.sync(30, metric=0.0, ready=5, floor_metric=50.0) == 0  # 50 / 56 is within 10%
+    assert hpa.sync(45, metric=0.0, ready=5, floor_metric=80.0) == 3  # ceil(80 / 11.2) = 8
+    # The HPA takes the larger proposal: a backlog still scales up on latency.
+    assert hpa.sync(60, metric=60.0, ready=8, floor_metric=80.0) == 8  # ceil(8 × 60 / 30) = 16
+    # Without a floor trigger the busy slots are not read.
+    bare = Autoscaler(scaling(), 6)
+    bare.sync(15, metric=0.0, ready=6, floor_metric=50.0)
+    assert bare.replicas == 1
+
+
+def test_busy_slots_keep_a_pool_awake_only_above_one_pods_worth():
+    hpa = Autoscaler(scaling(min_replicas=0, cooldown_s=300, floor_target=5.6, floor_activation=5.6), 1)
+    assert hpa.poll(15, metric=0.0, floor_metric=6.0) == 0
+    assert hpa.poll(300, metric=0.0, floor_metric=6.0) == 0  # active: no cooldown to zero
+    assert hpa.poll(585, metric=0.0, floor_metric=5.0) == 0
+    assert hpa.poll(600, metric=0.0, floor_metric=5.0) == -1  # a cooldown without an active trigger
+
+
+def test_busy_slots_are_arrivals_times_slot_seconds_over_the_window():
+    busy = sim.BusySlots(window_s=120, mu=55.0, slots=16)
+    for second in range(1, 241):
+        value = busy.push(float(second), 110.0, 110.0)
+    assert value == pytest.approx(110.0 * 16 / 55.0)  # 32 slots busy: 2 pods' worth at full use
+    idle = sim.BusySlots(window_s=120, mu=55.0, slots=16)
+    assert idle.push(1.0, 10.0, 0.0) == 0  # nothing sent: the exporter has no send time to measure
+
+
 def test_scale_down_waits_for_the_stabilization_window_and_respects_policies():
     rules = Rules(300, (Policy("Pods", 1, 60),))
     hpa = Autoscaler(scaling(down=rules), 6)
@@ -201,6 +233,26 @@ def test_the_simulator_reads_the_charts_values():
         )
         assert s.down.stabilization_s == values["keda"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"]
         assert s.tolerance == values["keda"]["tolerance"]
+        slots = values["workers"][klass]["concurrency"]
+        assert chart.slots[klass] == slots
+        assert s.floor_target == pytest.approx(slots * auto["capacityFloor"]["targetUtilization"])
+        assert s.floor_activation == s.floor_target
+        assert config.depth_scaling(s, 55.0).floor_target is None  # the baseline has no floor
+
+
+def test_the_capacity_floor_can_be_switched_off(tmp_path):
+    overlay = tmp_path / "nofloor.yaml"
+    overlay.write_text("workers:\n  routine:\n    autoscaling:\n      capacityFloor:\n        enabled: false\n")
+    chart = config.chart_scaling(config.load_values(config.CHART_VALUES, [overlay]))
+    assert chart.classes["routine"].floor_target is None
+    assert chart.classes["critical"].floor_target is not None
+
+
+def test_the_charts_concurrency_is_the_pool_profiles():
+    from pipeline.profiles import PROFILES
+
+    chart = config.chart_scaling(config.load_values())
+    assert chart.slots == {k: PROFILES[k].concurrency for k in traces.CLASSES}
 
 
 def test_a_values_overlay_wins(tmp_path):
@@ -227,6 +279,8 @@ def test_mu_comes_from_the_profiles_a_capacity_report_or_the_command_line(tmp_pa
     assert config.capacity_mu(report) == {"routine": 64.0}
     report.write_text(json.dumps({"background": {"mu_per_worker": 2.0}}))
     assert config.capacity_mu(report) == {"background": 16.0}
+    assert config.capacity_mu(report, slots={"background": 4}) == {"background": 8.0}
+    assert config.settings_mu({"critical": 4, "routine": 8, "background": 8})["routine"] == pytest.approx(27.5)
     assert config.parse_mu_overrides(["critical=20"]) == {"critical": 20.0}
     with pytest.raises(ValueError, match="class=value"):
         config.parse_mu_overrides(["urgent=3"])
@@ -261,10 +315,13 @@ def test_the_incident_summary_and_plot(tmp_path, capsys):
     assert run_command(tmp_path, "--trace", "incident") == summary
 
 
-def test_on_the_diurnal_trace_windowed_latency_holds_routine_within_target_for_less_than_the_fixed_pool(tmp_path):
+def test_on_the_diurnal_trace_windowed_latency_never_flaps_and_holds_routine_within_target_for_less(tmp_path):
+    # Issue 7's Must-show. The capacity floor keeps the pods the arriving work needs, so a
+    # scale-down stops there instead of probing one pod too far and coming straight back.
     summary = run_command(tmp_path, "--trace", "diurnal")
     windowed, fixed = summary["windowed_latency"], summary["fixed_peak"]
     target = yaml.safe_load(config.CHART_VALUES.read_text())["workers"]["routine"]["autoscaling"]
+    assert windowed["flaps"] == 0
     assert windowed["p99_s"]["routine"] <= target["targetLatencySeconds"]
     assert windowed["replica_seconds"] < fixed["replica_seconds"]
     assert fixed["flaps"] == 0

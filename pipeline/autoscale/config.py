@@ -25,6 +25,7 @@ class ChartScaling:
     polling_s: int
     window_s: int
     classes: dict  # class -> hpa.Scaling
+    slots: dict  # class -> worker slots per pod (workers.<class>.concurrency)
 
 
 def parse_duration(text):
@@ -58,13 +59,18 @@ def _rules(raw):
 
 
 def chart_scaling(values):
-    """Per-class ``Scaling`` (latency targets, in seconds) from the chart's values."""
+    """Per-class ``Scaling`` from the chart's values: latency targets in seconds, the capacity floor in busy slots."""
     keda = values["keda"]
-    classes = {}
+    classes, slots = {}, {}
     for klass in CLASSES:
-        auto = values["workers"][klass]["autoscaling"]
+        pool = values["workers"][klass]
+        auto = pool["autoscaling"]
         behavior = _merge(keda["behavior"], auto.get("behavior") or {})
         tolerance = float(keda.get("tolerance", HPA_TOLERANCE))
+        slots[klass] = int(pool["concurrency"])
+        floor = auto.get("capacityFloor") or {}
+        # The chart's busy-slots trigger: target and activation are one pod's slots × the utilization.
+        per_pod = slots[klass] * float(floor["targetUtilization"]) if floor.get("enabled") else None
         classes[klass] = Scaling(
             target=float(auto["targetLatencySeconds"]),
             activation=float(auto["activationLatencySeconds"]),
@@ -74,36 +80,53 @@ def chart_scaling(values):
             down=_rules(behavior["scaleDown"]),
             tolerance=tolerance,
             cooldown_s=int(keda["cooldownPeriod"]),
+            floor_target=per_pod,
+            floor_activation=per_pod,
         )
-    return ChartScaling(int(keda["pollingInterval"]), parse_duration(keda["latencyWindow"]), classes)
+    return ChartScaling(int(keda["pollingInterval"]), parse_duration(keda["latencyWindow"]), classes, slots)
 
 
 def depth_scaling(scaling, mu):
     """The instant-depth twin of a pool's scaling: same behaviour, AverageValue on depth.
 
     The depth target per pod is what one pod drains within the class's latency target (μ × T),
-    so both policies aim at the same latency and differ only in the signal.
+    so both policies aim at the same latency and differ only in the signal. It is the baseline,
+    so it gets no capacity floor.
     """
     per_pod = mu * scaling.target
-    return replace(scaling, target=per_pod, activation=mu * scaling.activation, metric_type="AverageValue")
+    return replace(
+        scaling,
+        target=per_pod,
+        activation=mu * scaling.activation,
+        metric_type="AverageValue",
+        floor_target=None,
+        floor_activation=None,
+    )
 
 
-def settings_mu():
-    """μ per pod of each class from the pool profiles: concurrency × SLOT_RATE."""
+def _slots(slots):
+    if slots is not None:
+        return slots
     from pipeline.profiles import PROFILES
 
-    return {k: PROFILES[k].concurrency * SLOT_RATE for k in CLASSES}
+    return {k: PROFILES[k].concurrency for k in CLASSES}
 
 
-def capacity_mu(path, queue_names=None):
+def settings_mu(slots=None):
+    """μ per pod of each class: slots per pod × SLOT_RATE (slots: the chart's concurrency, or the profiles')."""
+    slots = _slots(slots)
+    return {k: slots[k] * SLOT_RATE for k in CLASSES}
+
+
+def capacity_mu(path, queue_names=None, slots=None):
     """μ per pod from ``manage.py capacity --json``: measured ``mu_per_worker`` × the pool's concurrency.
 
     The report's μ is per worker slot (process or thread) and a pod runs one worker with its
-    profile's slots. It is a list of ``{"queue": name, "mu_per_worker": x}``; a map of queue name
-    to such entries is read as well. ``queue_names`` maps class to queue name (default: the same).
+    slots (``slots``, the chart's concurrency; the profiles' by default). It is a list of
+    ``{"queue": name, "mu_per_worker": x}``; a map of queue name to such entries is read as well.
+    ``queue_names`` maps class to queue name (default: the same).
     """
-    from pipeline.profiles import PROFILES
-
+    slots = _slots(slots)
     report = json.loads(Path(path).read_text())
     if isinstance(report, dict):
         report = [{"queue": name, **entry} for name, entry in report.items() if isinstance(entry, dict)]
@@ -112,7 +135,7 @@ def capacity_mu(path, queue_names=None):
     for klass in CLASSES:
         entry = by_queue.get((queue_names or {}).get(klass, klass))
         if entry and entry.get("mu_per_worker"):
-            found[klass] = float(entry["mu_per_worker"]) * PROFILES[klass].concurrency
+            found[klass] = float(entry["mu_per_worker"]) * slots[klass]
     if not found:
         raise ValueError(f"{path}: no queue of {list(CLASSES)} has a measured mu_per_worker")
     return found

@@ -36,6 +36,9 @@ class Scaling:
     tolerance: float = 0.1
     cooldown_s: int = 300
     metric_type: str = "Value"  # or AverageValue
+    # The capacity floor: a second trigger, AverageValue on busy slots. None: no such trigger.
+    floor_target: float | None = None  # busy slots per pod (slots per pod × target utilization)
+    floor_activation: float | None = None
 
 
 def _changed_within(events, now, period_s):
@@ -56,18 +59,28 @@ class Autoscaler:
         self._ups, self._downs = deque(), deque()  # (time, pods added or removed)
         self._last_active = 0.0
 
-    def _proposal(self, metric, ready):
+    def _average_value(self, metric, target):
+        # An external AverageValue metric: the ratio is to the target times the current replicas.
+        ratio = metric / (target * self.replicas)
+        if abs(1.0 - ratio) <= self.s.tolerance:
+            return self.replicas
+        return math.ceil(metric / target)
+
+    def _proposal(self, metric, ready, floor_metric=None):
         s = self.s
         if s.metric_type == "Value":
             ratio = metric / s.target
             if abs(1.0 - ratio) <= s.tolerance:
-                return self.replicas
-            # Latency does not divide across pods: the HPA multiplies by the ready pods.
-            return math.ceil(ratio * ready)
-        ratio = metric / (s.target * self.replicas)
-        if abs(1.0 - ratio) <= s.tolerance:
-            return self.replicas
-        return math.ceil(metric / s.target)
+                proposal = self.replicas
+            else:
+                # Latency does not divide across pods: the HPA multiplies by the ready pods.
+                proposal = math.ceil(ratio * ready)
+        else:
+            proposal = self._average_value(metric, s.target)
+        if s.floor_target is not None and floor_metric is not None:
+            # With several metrics the HPA takes the largest proposal, before stabilization.
+            proposal = max(proposal, self._average_value(floor_metric, s.floor_target))
+        return proposal
 
     def _stabilise(self, now, desired):
         up_cut, down_cut = now - self.s.up.stabilization_s, now - self.s.down.stabilization_s
@@ -113,13 +126,16 @@ class Autoscaler:
         self.replicas = replicas
         return change
 
-    def sync(self, now, metric, ready):
-        """One HPA reconcile; returns the change in replicas (0 when nothing moved)."""
+    def sync(self, now, metric, ready, floor_metric=None):
+        """One HPA reconcile; returns the change in replicas (0 when nothing moved).
+
+        ``floor_metric`` is the capacity floor's busy slots, read when the scaling has a floor trigger.
+        """
         if self.replicas == 0:
             return 0  # the HPA is idle at zero; KEDA's activation wakes the pool
         # KEDA gives the HPA a minimum of one even when the ScaledObject allows zero.
         floor = max(self.s.min_replicas, 1)
-        desired = self._stabilise(now, self._proposal(metric, ready))
+        desired = self._stabilise(now, self._proposal(metric, ready, floor_metric))
         if desired > self.replicas:
             limit = self._limit(now, self.s.up, +1)
             if limit is not None:
@@ -131,9 +147,18 @@ class Autoscaler:
         desired = min(max(desired, floor), self.s.max_replicas)
         return self._apply(now, desired)
 
-    def poll(self, now, metric):
-        """KEDA's activation check: wake a pool at zero, or send an idle one back to zero."""
+    def _active(self, metric, floor_metric):
         if metric > self.s.activation:
+            return True
+        s = self.s
+        return s.floor_target is not None and floor_metric is not None and floor_metric > (s.floor_activation or 0.0)
+
+    def poll(self, now, metric, floor_metric=None):
+        """KEDA's activation check: wake a pool at zero, or send an idle one back to zero.
+
+        The pool is active when any trigger is above its activation value.
+        """
+        if self._active(metric, floor_metric):
             self._last_active = now
             if self.replicas == 0:
                 return self._apply(now, max(self.s.min_replicas, 1))

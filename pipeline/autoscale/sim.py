@@ -63,6 +63,41 @@ class SlidingMax:
         return self._items[0][1]
 
 
+class SlidingSum:
+    """The sum of the samples of the last ``window_s`` seconds."""
+
+    def __init__(self, window_s):
+        self.window_s = window_s
+        self._items = deque()
+        self.total = 0.0
+
+    def push(self, now, value):
+        self._items.append((now, value))
+        self.total += value
+        while self._items[0][0] <= now - self.window_s:
+            self.total -= self._items.popleft()[1]
+        return self.total
+
+
+class BusySlots:
+    """The exporter's ``busy_slots`` (Little's law): arrivals per second over the window × slot-seconds per message.
+
+    A slot sends 1/μ_slot seconds per message, with μ_slot = μ per pod ÷ slots per pod. Like the
+    exporter, it reads zero when nothing was sent during the window (no send time to measure).
+    """
+
+    def __init__(self, window_s, mu, slots):
+        self.window_s = window_s
+        self.seconds_per_message = slots / mu if mu > 0 else 0.0
+        self._arrived, self._served = SlidingSum(window_s), SlidingSum(window_s)
+
+    def push(self, now, arrived, served):
+        arrivals = self._arrived.push(now, arrived)
+        if self._served.push(now, served) <= 1e-9:
+            return 0.0
+        return arrivals / min(now, self.window_s) * self.seconds_per_message
+
+
 class Pods:
     """A Deployment's pods: each serves once its start-up delay has passed."""
 
@@ -89,8 +124,8 @@ def fixed_sizes(trace, scaling, mu):
     return sizes
 
 
-def run_class(arrivals, scaling, mu, policy, *, polling_s, window_s, startup_s, fixed=None, capacity=None):
-    """Simulate one pool under ``policy``; ``scaling`` is its ``hpa.Scaling`` from the chart."""
+def run_class(arrivals, scaling, mu, policy, *, polling_s, window_s, startup_s, fixed=None, capacity=None, slots=1):
+    """Simulate one pool under ``policy``: ``scaling`` is its chart ``hpa.Scaling``, ``slots`` its concurrency."""
     seconds = len(arrivals)
     out = ClassRun(*(np.zeros(seconds) for _ in range(4)))
     queue = FluidQueue(capacity)
@@ -103,19 +138,24 @@ def run_class(arrivals, scaling, mu, policy, *, polling_s, window_s, startup_s, 
         start = scaling.min_replicas
     pods = Pods(start)
     window = SlidingMax(window_s)
+    busy = BusySlots(window_s, mu, slots)
     for second in range(seconds):
         now = second + 1.0
         ready = pods.ready(second)
+        depth, refused = queue.depth, queue.refused
         queue.tick(second, float(arrivals[second]), ready * mu)
+        admitted = float(arrivals[second]) - (queue.refused - refused)
         latency = queue.oldest_age(now)
         windowed = window.push(now, latency)
+        busy_slots = busy.push(now, admitted, depth + admitted - queue.depth)
         if controller is not None:
             metric = windowed if policy == "windowed_latency" else queue.depth
             change = 0
+            # The capacity floor is read only where the scaling has that trigger (not instant depth).
             if second % polling_s == polling_s - 1:
-                change = controller.poll(now, metric)
+                change = controller.poll(now, metric, busy_slots)
             if second % HPA_SYNC_S == HPA_SYNC_S - 1:
-                change += controller.sync(now, metric, pods.ready(now))
+                change += controller.sync(now, metric, pods.ready(now), busy_slots)
             if change:
                 pods.resize(now, controller.replicas, startup_s)
                 out.events.append((now, change))
@@ -144,6 +184,7 @@ def simulate(trace, scaling, mu, *, startup_s=30, capacity=None, policies=POLICI
                 startup_s=startup_s,
                 fixed=sizes[klass],
                 capacity=capacity,
+                slots=scaling.slots[klass],
             )
             for klass in CLASSES
         }

@@ -111,6 +111,13 @@ app.kubernetes.io/part-of: sluice
 {{- if ge (int .Values.config.softShutdownSeconds) (int $w.terminationGracePeriodSeconds) }}
 {{- fail "config.softShutdownSeconds must be below workers.terminationGracePeriodSeconds, so Celery requeues before the kubelet's SIGKILL" }}
 {{- end }}
+{{- range $class := list "critical" "routine" "background" }}
+{{- range $arg := (index $w $class).args }}
+{{- if or (eq $arg "-c" "--concurrency") (hasPrefix "--concurrency=" $arg) }}
+{{- fail (printf "workers.%s.args must not set --concurrency: set workers.%s.concurrency, which the capacity floor counts on" $class $class) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if le (int .Values.config.visibilityTimeoutSeconds) (int $w.terminationGracePeriodSeconds) }}
 {{- fail "config.visibilityTimeoutSeconds must exceed workers.terminationGracePeriodSeconds, or a task still finishing on a stopping pod is handed to a second worker" }}
 {{- end }}

@@ -39,10 +39,14 @@ spec:
         - name: worker
           {{- include "sluice.containerCommon" $root | nindent 10 }}
           command: ["python", "manage.py", "worker", {{ .class | quote }}]
-          {{- with $pool.args }}
+          # The slots per pod come from values, not the code's profile, so that the capacity
+          # floor of the ScaledObject counts the slots the pod really runs.
           args:
+            - "--concurrency"
+            - {{ $pool.concurrency | quote }}
+            {{- with $pool.args }}
             {{- toYaml . | nindent 12 }}
-          {{- end }}
+            {{- end }}
           env:
             {{- include "sluice.secretEnv" $root | nindent 12 }}
           resources:
@@ -80,6 +84,9 @@ spec:
 {{- $_ := set $behavior.scaleDown "tolerance" (toString $keda.tolerance) }}
 {{- end }}
 {{- $queue := include "sluice.queueName" . }}
+{{- $floor := $auto.capacityFloor }}
+{{- /* Busy slots one pod may carry: its slots × the target utilization. */}}
+{{- $perPod := toString (mulf (index $root.Values.workers .class).concurrency $floor.targetUtilization) }}
 apiVersion: keda.sh/v1alpha1
 kind: ScaledObject
 metadata:
@@ -100,9 +107,13 @@ spec:
       name: {{ include "sluice.workerName" . }}
       behavior:
         {{- toYaml $behavior | nindent 8 }}
+  # The HPA takes the largest of the triggers' proposals. Latency does not divide across pods, so
+  # its target is a Value: the HPA asks for ceil(ready pods × latency / target), fast on a backlog.
+  # Latency is zero whenever the pool keeps up and cannot tell how many pods are enough; busy slots
+  # (Little's law) can, and do divide across pods: as an AverageValue the HPA keeps
+  # ceil(busy slots / per-pod target), so a scale-down stops at what the arriving work needs.
+  # Its activation is one pod's worth: a trickle below it leaves waking and sleeping to latency.
   triggers:
-    # Latency does not divide across pods, so the target is a Value: the HPA asks for
-    # ceil(ready pods × latency / target), not for latency ÷ pods.
     {{- if eq $keda.trigger "prometheus" }}
     {{- $selector := printf "queue=%q" $queue }}
     {{- if $keda.prometheus.matchNamespace }}
@@ -122,6 +133,21 @@ spec:
       authenticationRef:
         name: {{ . }}
       {{- end }}
+    {{- if $floor.enabled }}
+    - type: prometheus
+      name: busy-slots
+      metricType: AverageValue
+      metadata:
+        serverAddress: {{ $keda.prometheus.serverAddress | quote }}
+        query: {{ printf "sum(avg_over_time(sluice_busy_slots{%s}[%s]))" $selector $keda.latencyWindow | quote }}
+        threshold: {{ $perPod | quote }}
+        activationThreshold: {{ $perPod | quote }}
+        ignoreNullValues: "false"
+      {{- with $keda.prometheus.authenticationRef }}
+      authenticationRef:
+        name: {{ . }}
+      {{- end }}
+    {{- end }}
     {{- else }}
     - type: metrics-api
       name: latency
@@ -132,6 +158,17 @@ spec:
         valueLocation: {{ $keda.metricsApi.valueLocation | quote }}
         targetValue: {{ toString $auto.targetLatencySeconds | quote }}
         activationTargetValue: {{ toString $auto.activationLatencySeconds | quote }}
+    {{- if $floor.enabled }}
+    - type: metrics-api
+      name: busy-slots
+      metricType: AverageValue
+      metadata:
+        url: {{ include "sluice.scalerUrl" . | quote }}
+        format: json
+        valueLocation: "busy_slots"
+        targetValue: {{ $perPod | quote }}
+        activationTargetValue: {{ $perPod | quote }}
+    {{- end }}
     {{- end }}
 {{- end }}
 {{- end }}

@@ -38,12 +38,13 @@ class Command(BaseCommand):
             trace = traces.load(options["trace"], seed=options["seed"])
             values = config.load_values(config.CHART_VALUES, options["values"])
             scaling = config.chart_scaling(values)
-            mu = config.settings_mu()
+            # A pod runs the chart's workers.<class>.concurrency slots: μ per pod follows it.
+            mu = config.settings_mu(scaling.slots)
             if options["capacity_json"]:
                 from notifications.conf import sluice_settings
 
                 names = {k: q.name for k, q in sluice_settings().queues.items()}
-                mu.update(config.capacity_mu(options["capacity_json"], names))
+                mu.update(config.capacity_mu(options["capacity_json"], names, scaling.slots))
             mu.update(config.parse_mu_overrides(options["mu"]))
         except (OSError, ValueError, KeyError) as exc:
             raise CommandError(str(exc)) from exc
