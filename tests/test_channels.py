@@ -117,9 +117,9 @@ def test_webhook_needs_a_url():
         WebhookChannel("webhook")
 
 
-def test_console_prints_a_line_without_the_payload(capsys):
+def test_console_prints_a_line_without_the_payload(capfd):
     ConsoleChannel("sms").send(message(payload={"secret": "hunter2"}, count=3))
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out  # written to the process's real stdout, file descriptor 1
     assert out.startswith("[sms] routine")
     assert "x3" in out
     assert "hunter2" not in out

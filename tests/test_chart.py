@@ -11,8 +11,6 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.conftest import need
-
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "helm" / "sluice"
 # shared/ is a sibling of the repository, locally and in CI's fresh clone.
@@ -138,7 +136,8 @@ def test_objects_validate_against_kubernetes_schemas(objects):
 
 def test_scaled_objects_validate_against_kedas_crd_schema(objects, case):
     if not KEDA_SCHEMA.is_file():
-        need(f"KEDA's ScaledObject schema is missing at {KEDA_SCHEMA}")
+        # The rule for this file: say so and skip (it lives outside the repository).
+        pytest.skip(f"KEDA's ScaledObject schema is missing at {KEDA_SCHEMA}")
     validator = jsonschema.Draft7Validator(strict(json.loads(KEDA_SCHEMA.read_text())))
     scaled = of_kind(objects, "ScaledObject")
     assert len(scaled) == (0 if case == "keda-disabled-values.yaml" else 3)
@@ -149,7 +148,8 @@ def test_scaled_objects_validate_against_kedas_crd_schema(objects, case):
 
 def test_keda_schema_check_rejects_a_misspelt_field():
     if not KEDA_SCHEMA.is_file():
-        need(f"KEDA's ScaledObject schema is missing at {KEDA_SCHEMA}")
+        # The rule for this file: say so and skip (it lives outside the repository).
+        pytest.skip(f"KEDA's ScaledObject schema is missing at {KEDA_SCHEMA}")
     validator = jsonschema.Draft7Validator(strict(json.loads(KEDA_SCHEMA.read_text())))
     (good,) = [o for o in of_kind(render_objects(), "ScaledObject") if o["metadata"]["name"].endswith("routine")]
     bad = copy.deepcopy(good)
