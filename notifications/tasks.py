@@ -16,11 +16,18 @@ from .render import render
 
 logger = logging.getLogger("sluice.send")
 
-# A claim outlives any single send attempt but expires well before the broker's visibility
-# timeout hands the message to another worker, so a crashed sender's claim never blocks a resend.
+# A claim outlives any single send attempt but expires no later than the broker's visibility
+# timeout hands the message to another worker, so a crashed sender's claim never blocks a resend
+# for longer than that: claim_ttl() caps it at the visibility timeout when that is shorter.
 CLAIM_TTL_S = 120
 SENT_TTL_S = 7 * 24 * 3600
 MAX_RETRIES = 5
+
+
+def claim_ttl():
+    """Seconds a send claim lives: CLAIM_TTL_S, or the broker's visibility timeout when that is shorter."""
+    visibility = (app.conf.broker_transport_options or {}).get("visibility_timeout", CLAIM_TTL_S)
+    return max(1, min(CLAIM_TTL_S, int(visibility)))
 
 
 class ClaimedElsewhere(Exception):
@@ -56,7 +63,7 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, *
         except PermanentSendError as exc:
             logger.warning("send %s on %s failed for good: %s", notification_id, channel, exc)
         except ClaimedElsewhere as exc:
-            raise task.retry(exc=exc, countdown=CLAIM_TTL_S, max_retries=MAX_RETRIES) from None
+            raise task.retry(exc=exc, countdown=claim_ttl(), max_retries=MAX_RETRIES) from None
         except gate.GateTimeout as exc:
             # Back to the end of the queue at once (no ETA, no retry count): the worker takes other
             # channels' sends meanwhile, and the message keeps the time it was first published.
@@ -77,7 +84,7 @@ def send_once(message):
     The claim is atomic (claim_send.lua); a redelivered message finds "sent" and stops.
     """
     key = keys.sent(message.id, message.channel)
-    previous = script("claim_send")(keys=[key], args=[CLAIM_TTL_S])
+    previous = script("claim_send")(keys=[key], args=[claim_ttl()])
     if previous == b"sent":
         metrics.count(metrics.sent_field(message.channel, message.klass, "duplicate"))
         return False

@@ -73,12 +73,20 @@ class RedisServer:
         finally:
             client.close()
 
-    def stop(self):
+    def halt(self, kill=False):
+        """End the server but keep its directory: start() again brings it back on the same port with
+        whatever it persisted. ``kill`` sends SIGKILL (a crash: no final AOF write) instead of SIGTERM."""
         if self.process and self.process.poll() is None:
-            self.process.terminate()
+            if kill:
+                self.process.kill()
+            else:
+                self.process.terminate()
             try:
                 self.process.wait(5)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+    def stop(self):
+        self.halt()
         self.dir.cleanup()

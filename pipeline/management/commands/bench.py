@@ -28,6 +28,11 @@ class Command(BaseCommand):
             default=None,
             help="seconds between digest flushes (default 60, scaled down with --scale)",
         )
+        soak = sub.add_parser("soak", help="sustained overload: Redis memory, every process's RSS, critical p99")
+        soak.add_argument("--minutes", type=float, default=5)
+        soak.add_argument(
+            "--rate-multiplier", type=float, default=10, help="offered load as a multiple of the bulk pools' capacity"
+        )
         for command in sub.choices.values():
             command.add_argument("--json", dest="json_path", help="also write the figures to this file")
 
@@ -86,3 +91,8 @@ class Command(BaseCommand):
         from pipeline.bench import incident_run
 
         return incident_run.run(redis_url, scale, out, flush_interval, self.stdout)
+
+    def bench_soak(self, redis_url, minutes, rate_multiplier, **options):
+        from pipeline.bench import soak
+
+        return soak.run(redis_url, minutes, rate_multiplier, self.stdout)
