@@ -214,8 +214,11 @@ def test_cold_shutdown_after_the_soft_timeout(redis_client, redis_server, one_ch
         assert sent_records(redis_client) == []
         assert redis_client.llen(klass) == 4  # requeued at once, not after the visibility timeout
     else:
-        assert {r["id"] for r in sent_records(redis_client)} == interrupted
-        assert redis_client.llen(klass) == 2
+        sent = {r["id"] for r in sent_records(redis_client)}
+        assert interrupted <= sent
+        # A loaded machine may let a thread take one more message before the consumer stops: then that
+        # one is sent too. Either way each message is sent or back in the queue, never both or neither.
+        assert len(sent) + redis_client.llen(klass) == 4
     successor = worker(klass, redis_server.url, 0, visibility_s=3, concurrency=2).start()
     try:
         # Interrupted sends left claims: their redeliveries retry after claim_ttl() (3 s here), then send.
