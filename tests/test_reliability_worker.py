@@ -105,35 +105,41 @@ def test_worker_killed_mid_send_20_times_each_message_is_sent_once(redis_client,
     user = get_user_model()(pk=1)
     pools = {"critical": "meeting.reminder", "routine": "task.assigned"}
     running = {klass: worker(klass, redis_server.url, latency_ms).start() for klass in pools}
-    seen, sent_ids, trials = set(), [], Counter()
+    seen, mid_send, late, trials = set(), [], [], Counter()
+    attempt = 0
     try:
-        for trial in range(KILL_TRIALS):
-            klass = ("critical", "routine")[trial % 2]
-            assert notify(user, pools[klass], entity_id=f"kill-{trial}", payload={"trial": trial}) == Outcome.ACCEPTED
+        while len(mid_send) < KILL_TRIALS and attempt < KILL_TRIALS + 10:
+            attempt += 1
+            klass = ("critical", "routine")[len(mid_send) % 2]
+            assert notify(user, pools[klass], entity_id=f"kill-{attempt}") == Outcome.ACCEPTED
             notification_id = new_claim(redis_client, seen)
             time.sleep(0.2)  # well inside the provider's 1 s send
             kill_tree(running[klass].process)
             running[klass].stop()
-            # The kill landed mid-send: nothing recorded yet, the message sits unacknowledged.
-            assert records_of(redis_client, notification_id) == []
-            delivered_at = max(score for _tag, score in redis_client.zrange(UNACKED_INDEX, 0, -1, withscores=True))
+            # Nothing recorded: the kill landed mid-send. A machine stalled past the whole send makes it land
+            # after; such an attempt is not a trial (and may resend: the window after the backend returns).
+            landed_mid_send = not records_of(redis_client, notification_id)
+            (mid_send if landed_mid_send else late).append(notification_id)
             # A consumer restores unacked messages older than the visibility timeout when it starts (and
             # every unacked_restore_interval x unacked_restore_throttle seconds after), so start the
             # replacement once the timeout has passed.
-            time.sleep(max(0.0, delivered_at + VISIBILITY_S + 0.3 - time.time()))
+            delivered = redis_client.zrange(UNACKED_INDEX, 0, -1, withscores=True)
+            if delivered:
+                time.sleep(max(0.0, max(score for _, score in delivered) + VISIBILITY_S + 0.3 - time.time()))
             running[klass] = worker(klass, redis_server.url, latency_ms).start()
-            assert wait_for(lambda n=notification_id: records_of(redis_client, n), 30), f"trial {trial}"
+            assert wait_for(lambda n=notification_id: records_of(redis_client, n), 30), f"attempt {attempt}"
             assert wait_for(lambda q=klass: settled(redis_client, q), 15)
-            trials[klass] += 1
-            sent_ids.append(notification_id)
+            trials[klass] += landed_mid_send
         time.sleep(VISIBILITY_S + 0.5)  # a second copy, had there been one, would have been sent by now
     finally:
         for process in running.values():
             process.stop()
-    records = sent_records(redis_client)
+    sends = Counter(r["id"] for r in sent_records(redis_client))
+    print(f"\n{len(mid_send)} kills mid-send, {len(late)} after the send; {sends.total()} sends, {len(sends)} ids")
     assert trials == {"critical": KILL_TRIALS // 2, "routine": KILL_TRIALS // 2}
-    assert Counter(r["id"] for r in records) == Counter(sent_ids)  # each exactly once, nothing else
-    assert len(set(sent_ids)) == KILL_TRIALS
+    assert {i: sends[i] for i in mid_send} == dict.fromkeys(mid_send, 1)  # each exactly once
+    assert all(1 <= sends[i] <= 2 for i in late)
+    assert set(sends) == set(mid_send) | set(late)  # nothing else was sent
 
 
 @pytest.mark.slow
@@ -143,24 +149,30 @@ def test_critical_child_killed_mid_send_is_requeued_and_sent_once(redis_client, 
     (reject_on_worker_lost); the claim the dead child left makes the retry wait claim_ttl(), then send."""
     user = get_user_model()(pk=1)
     pool = worker("critical", redis_server.url, 1000).start()
-    seen, sent_ids = set(), []
+    seen, mid_send, late = set(), [], []
+    attempt = 0
     try:
-        for trial in range(5):
-            notify(user, "meeting.cancelled", entity_id=f"child-{trial}")
+        while len(mid_send) < 5 and attempt < 10:
+            attempt += 1
+            notify(user, "meeting.cancelled", entity_id=f"child-{attempt}")
             notification_id = new_claim(redis_client, seen)
             time.sleep(0.2)
             (child,) = psutil.Process(pool.process.pid).children()  # concurrency 1: the one sending
             child.send_signal(signal.SIGKILL)
             psutil.wait_procs([child], timeout=10)
-            assert records_of(redis_client, notification_id) == []
-            assert wait_for(lambda n=notification_id: records_of(redis_client, n), 30), f"trial {trial}"
+            # As in the whole-worker test: a kill that a stalled machine lands after the send is no trial.
+            (late if records_of(redis_client, notification_id) else mid_send).append(notification_id)
+            assert wait_for(lambda n=notification_id: records_of(redis_client, n), 30), f"attempt {attempt}"
             assert wait_for(lambda: settled(redis_client, "critical"), 15)
-            sent_ids.append(notification_id)
         time.sleep(VISIBILITY_S + 0.5)
         assert pool.process.poll() is None  # the parent survived and replaced its children
     finally:
         pool.stop()
-    assert Counter(r["id"] for r in sent_records(redis_client)) == Counter(sent_ids)
+    sends = Counter(r["id"] for r in sent_records(redis_client))
+    assert {i: sends[i] for i in mid_send} == dict.fromkeys(mid_send, 1)
+    assert len(mid_send) == 5
+    assert all(1 <= sends[i] <= 2 for i in late)
+    assert set(sends) == set(mid_send) | set(late)
 
 
 @pytest.mark.slow
@@ -178,8 +190,11 @@ def test_sigterm_finishes_started_sends_and_leaves_the_rest_queued(redis_client,
         pool.process.wait(30)
     finally:
         pool.stop()
-    assert {r["id"] for r in sent_records(redis_client)} == started
-    assert redis_client.llen("routine") == 2
+    sent = {r["id"] for r in sent_records(redis_client)}
+    assert started <= sent
+    # Each message was sent or is still queued, never both or neither. (On a stalled machine a thread may
+    # finish and start a third send before the signal; it then finishes too.)
+    assert len(sent) + redis_client.llen("routine") == 4
     assert redis_client.hlen(UNACKED) == 0  # finished work is acked, not left for a redelivery
     successor = worker("routine", redis_server.url, 0, visibility_s=300).start()
     try:
