@@ -10,7 +10,7 @@ from notifications.conf import CLASSES, sluice_settings
 from pipeline import keys
 from pipeline.celery import app
 from pipeline.depth import snapshot
-from pipeline.message import envelope
+from pipeline.message import envelope, redacted
 from pipeline.publish import event_kwargs_json
 from pipeline.queues import send_task_name
 from pipeline.store import get_redis, script
@@ -151,7 +151,7 @@ def _message(flush_id, fold, klass, queue_name):
         notification_id,
         kwargs,
         queue_name,
-        kwargsrepr=f"{{'kind': {fold.kind!r}, 'count': {fold.count}}}",
+        kwargsrepr=redacted(fold.kind, fold.count),
     )
 
 

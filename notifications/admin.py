@@ -55,3 +55,6 @@ class IngestTokenAdmin(admin.ModelAdmin):
                 % {"name": obj.name, "token": raw},
                 messages.WARNING,
             )
+
+
+from . import deadletter_admin  # noqa: E402,F401 - registers the dead letters' page

@@ -90,6 +90,8 @@ class SluiceSettings:
     max_entity_id_length: int
     digest: dict
     gate_enabled: bool
+    # Messages that cannot be sent are kept up to this many (pipeline.deadletters); then the oldest go.
+    dead_letters_max: int
 
 
 def _positive_int(value, setting, minimum=1):
@@ -232,6 +234,7 @@ def sluice_settings():
         ),
         digest=_digest(getattr(settings, "SLUICE_DIGEST", {})),
         gate_enabled=_flag(getattr(settings, "SLUICE_GATE_ENABLED", True), "SLUICE_GATE_ENABLED"),
+        dead_letters_max=_positive_int(getattr(settings, "SLUICE_DEAD_LETTERS_MAX", 10_000), "SLUICE_DEAD_LETTERS_MAX"),
     )
 
 

@@ -67,3 +67,20 @@ class IngestToken(models.Model):
             return
         IngestToken.objects.filter(pk=self.pk).update(last_used_at=now)
         self.last_used_at = now
+
+
+class DeadLetter(models.Model):
+    """A message that could not be sent. The rows live in Redis (pipeline.deadletters), not in the database:
+    this unmanaged model gives them a page in the admin, and permissions (view to list, change to replay,
+    delete to discard)."""
+
+    id = models.CharField(primary_key=True, max_length=40)
+
+    class Meta:
+        managed = False
+        verbose_name = _("dead letter")
+        verbose_name_plural = _("dead letters")
+        default_permissions = ("view", "change", "delete")
+
+    def __str__(self):
+        return self.id

@@ -17,7 +17,15 @@ from notifications.conf import CLASSES, sluice_settings
 from . import keys
 from .depth import snapshot
 from .latency import oldest_ages
-from .metrics import BUCKETS, OUTCOMES, read_counters
+from .metrics import (
+    BUCKETS,
+    DEAD_LETTER_REASONS,
+    DEAD_LETTERS_DROPPED,
+    DEAD_LETTERS_REPLAYED,
+    OUTCOMES,
+    dead_letter_field,
+    read_counters,
+)
 from .store import get_redis
 from .window import class_of, sample, window
 
@@ -73,6 +81,9 @@ class SluiceCollector:
         pending = GaugeMetricFamily("sluice_digest_pending_keys", "Fold keys waiting for a flush")
         pending.add_metric([], client.zcard(keys.pending()))
         yield pending
+        kept = GaugeMetricFamily("sluice_dead_letters", "Dead letters kept (bounded by SLUICE_DEAD_LETTERS_MAX)")
+        kept.add_metric([], client.zcard(keys.dead_letters()))
+        yield kept
 
     def _counters(self, counters):
         notifications = CounterMetricFamily(
@@ -110,6 +121,25 @@ class SluiceCollector:
         flushes = CounterMetricFamily("sluice_digest_flushes", "Digest flushes run")
         flushes.add_metric([], counters.get("digest:flushes", 0))
         yield flushes
+        yield from _dead_letter_counters(counters)
+
+
+def _dead_letter_counters(counters):
+    letters = CounterMetricFamily(
+        "sluice_dead_letters", "Messages dead-lettered, by class and reason", labels=["class", "reason"]
+    )
+    for klass in CLASSES:
+        for reason in DEAD_LETTER_REASONS:
+            letters.add_metric([klass, reason], counters.get(dead_letter_field(klass, reason), 0))
+    yield letters
+    dropped = CounterMetricFamily(
+        "sluice_dead_letters_dropped", "Dead letters dropped, oldest first, because the list was full"
+    )
+    dropped.add_metric([], counters.get(DEAD_LETTERS_DROPPED, 0))
+    yield dropped
+    replayed = CounterMetricFamily("sluice_dead_letters_replayed", "Dead letters put back on their queue")
+    replayed.add_metric([], counters.get(DEAD_LETTERS_REPLAYED, 0))
+    yield replayed
 
 
 def scaler_payload(queue, window_s):

@@ -103,3 +103,38 @@ def gate(channel, partition=""):
 def ingest_rate(token_id):
     """Token bucket of one ingest token (pipeline/lua/ratelimit_token.lua): tokens left and when it last refilled."""
     return f"{PREFIX}:ingest:rate:{token_id}"
+
+
+def dead_letters():
+    """The dead letters: a zset of entry id -> when it was dead-lettered, oldest first."""
+    return f"{PREFIX}:deadletters"
+
+
+def dead_letter_entries():
+    """Hash of entry id -> the dead letter as JSON (pipeline.deadletters)."""
+    return f"{PREFIX}:deadletters:entries"
+
+
+def fetch_consumers():
+    """Zset of live fetching consumers -> when they count as dead (ms, Redis clock): the reaper's registry."""
+    return f"{PREFIX}:fetch:consumers"
+
+
+def fetch_prefix():
+    """Prefix of a consumer's fetch keys; fetch.lua and reap.lua derive the rest (pipeline.transport)."""
+    return f"{PREFIX}:fetch:"
+
+
+def fetch_processing(consumer, source):
+    """A consumer's processing list for one source list: messages moved out of the queue, not yet recorded."""
+    return f"{fetch_prefix()}{consumer}:processing:{source}"
+
+
+def fetch_sources(consumer):
+    """Set of the source lists a consumer fetches from (so a reaper finds its processing lists)."""
+    return f"{fetch_prefix()}{consumer}:sources"
+
+
+def fetch_tags(consumer):
+    """Set of the delivery tags a consumer holds in kombu's unacked hash (so a reaper restores them at once)."""
+    return f"{fetch_prefix()}{consumer}:tags"

@@ -11,6 +11,7 @@ import os
 import socket
 import time
 import uuid
+from datetime import UTC, datetime
 
 from .signals import PUBLISHED_AT
 
@@ -19,8 +20,8 @@ _EMBED = '{"callbacks":null,"errbacks":null,"chain":null,"chord":null}'
 # slots take values that are already JSON.
 _TEMPLATE = (
     '{"body":"%(body)s","content-encoding":"utf-8","content-type":"application/json",'
-    '"headers":{"lang":"py","task":%(task)s,"id":"%(id)s","shadow":null,"eta":null,"expires":null,'
-    '"group":null,"group_index":null,"retries":0,"timelimit":[null,null],"root_id":"%(id)s",'
+    '"headers":{"lang":"py","task":%(task)s,"id":"%(id)s","shadow":null,"eta":%(eta)s,"expires":null,'
+    '"group":null,"group_index":null,"retries":%(retries)d,"timelimit":[null,null],"root_id":"%(id)s",'
     '"parent_id":null,"argsrepr":"()","kwargsrepr":%(kwargsrepr)s,"origin":%(origin)s,'
     '"ignore_result":true,"replaced_task_nesting":0,"stamped_headers":null,"stamps":{},'
     '"' + PUBLISHED_AT + '":%(published_at)r},'
@@ -40,13 +41,13 @@ def origin():
     return _origin[pid]
 
 
-def envelope(task_name, task_id, kwargs_json, queue, kwargsrepr, published_at=None):
+def envelope(task_name, task_id, kwargs_json, queue, kwargsrepr, published_at=None, retries=0, eta=None):
     """The JSON text of one task message, ready to LPUSH onto ``queue``.
 
     ``task_id`` must be JSON-safe (Sluice's ids are hex). ``kwargs_json`` is the task's keyword
     arguments already serialised as a JSON object, so a payload validated once by notify() is never
     serialised twice. ``kwargsrepr`` is what Flower and the logs show instead of the arguments,
-    which hold personal data.
+    which hold personal data. ``retries`` and ``eta`` (seconds since the epoch) are for a retry.
     """
     body = f"[[],{kwargs_json},{_EMBED}]"
     return _TEMPLATE % {
@@ -56,6 +57,15 @@ def envelope(task_name, task_id, kwargs_json, queue, kwargsrepr, published_at=No
         "kwargsrepr": json.dumps(kwargsrepr),
         "origin": origin(),
         "published_at": time.time() if published_at is None else float(published_at),
+        "retries": retries,
+        # Celery writes the ETA as an ISO 8601 time with its offset, and reads it back the same way.
+        "eta": "null" if eta is None else json.dumps(datetime.fromtimestamp(eta, UTC).isoformat()),
         "queue": json.dumps(queue),
         "tag": uuid.uuid4(),
     }
+
+
+def redacted(kind, count=1):
+    """The argument repr every send message carries: the kind (and a digest's count), never the user, the
+    entity or the payload, which Flower, events and logs would otherwise show."""
+    return f"{{'kind': {kind!r}, 'count': {count}}}" if count != 1 else f"{{'kind': {kind!r}}}"

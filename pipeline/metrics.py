@@ -7,6 +7,9 @@ user id, never a payload.
 """
 
 import bisect
+import logging
+
+from redis.exceptions import RedisError
 
 from . import keys
 from .store import get_redis, script
@@ -50,12 +53,30 @@ def finish_send(state_key, channel, klass, status, seconds=None, keep_state_s=0)
     )
 
 
+logger = logging.getLogger("sluice.metrics")
+
+
 def count(field, amount=1):
-    """Add to one counter."""
-    get_redis().hincrby(keys.counters(), field, amount)
+    """Add to one counter, best effort: a counter that cannot be written never fails the work it counts."""
+    try:
+        get_redis().hincrby(keys.counters(), field, amount)
+    except RedisError as exc:
+        logger.warning("counter %s not written: %s", field, type(exc).__name__)
 
 
 def read_counters(client=None):
     """Every counter, as {field: number}."""
     raw = (client or get_redis()).hgetall(keys.counters())
     return {k.decode(): float(v) for k, v in raw.items()}
+
+
+DEAD_LETTER_REASONS = ("retries_exhausted", "permanent", "unknown_kind", "undecodable", "expired")
+
+
+def dead_letter_field(klass, reason):
+    """sluice_dead_letters_total{class, reason}."""
+    return f"deadletters:{klass}:{reason}"
+
+
+DEAD_LETTERS_DROPPED = "deadletters:dropped"
+DEAD_LETTERS_REPLAYED = "deadletters:replayed"

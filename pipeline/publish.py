@@ -11,7 +11,7 @@ from notifications.conf import Kind, sluice_settings
 from notifications.exceptions import Unavailable
 
 from .admission import admit
-from .message import envelope
+from .message import envelope, redacted
 from .queues import send_task_name
 
 
@@ -43,7 +43,7 @@ def event_message(event, queue_name):
         event.notification_id,
         event_kwargs_json(event.notification_id, kind.name, event.user_id, event.entity_id, event.payload_json),
         queue_name,
-        kwargsrepr=f"{{'kind': {kind.name!r}}}",
+        kwargsrepr=redacted(kind.name),
     )
 
 

@@ -25,6 +25,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     # Only matters to a worker that consumes several queues or priority steps on one (the benchmark's
     # "Celery priorities on one queue" baseline sets "priority"); Sluice's pools consume one queue each.
     "queue_order_strategy": os.environ.get("CELERY_QUEUE_ORDER_STRATEGY", "round_robin"),
+    # A worker that has not said it is alive for this long is dead: the reaper puts its fetched and
+    # unacked messages back at once (pipeline/transport.py), instead of after the visibility timeout.
+    "fetch_dead_after_s": float(os.environ.get("SLUICE_FETCH_DEAD_AFTER_S", "60")),
 }
 # Every pool fetches a message only when a slot is free, so no admitted message hides inside a
 # worker's prefetch buffer: queue depth (LLEN) is then exactly the work no worker has started.

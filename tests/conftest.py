@@ -1,10 +1,13 @@
 """Shared fixtures: a private redis-server per session, a clean database per test, real workers."""
 
+import logging
 import os
+import re
 
 import pytest
 from django.conf import settings
 
+from pipeline.processes import ManagedProcess
 from pipeline.redis_server import RedisServer, redis_binary
 
 IN_CI = os.environ.get("CI") == "true"
@@ -102,3 +105,43 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if DB_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("django_db"):
             item.add_marker(pytest.mark.database)
+
+
+class _ErrorRecords(logging.Handler):
+    """Collects the ERROR and CRITICAL records logged in this process (in-process workers, views, tasks)."""
+
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+@pytest.fixture(autouse=True)
+def nothing_unexpected_in_the_logs(request):
+    """Fail a test whose workers (subprocesses or in-process) logged an error it did not expect.
+
+    A test names what it expects with ``@pytest.mark.expected_errors("regex", ...)``. The subprocesses' logs
+    stay in SLUICE_LOG_DIR (or the temporary directory's sluice-logs), and the failure prints their tail.
+    """
+    marker = request.node.get_closest_marker("expected_errors")
+    expected = [re.compile(pattern) for pattern in (marker.args if marker else ())]
+    first = len(ManagedProcess.started)
+    handler = _ErrorRecords()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    yield
+    root.removeHandler(handler)
+    found = []
+    for process in ManagedProcess.started[first:]:
+        lines = process.problems(p.pattern for p in expected)
+        if lines:
+            tail = process.output()[-3000:]
+            found.append(f"{process.name} ({process.log_path}):\n" + "\n".join(lines[:10]) + f"\n--- tail ---\n{tail}")
+    for record in handler.records:
+        text = f"{record.levelname} {record.name} {record.getMessage()}"
+        if not any(p.search(text) for p in expected):
+            found.append(f"in-process: {text}")
+    if found:
+        pytest.fail("unexpected errors in the logs:\n" + "\n\n".join(found), pytrace=False)

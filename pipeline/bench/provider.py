@@ -2,6 +2,7 @@
 own (callers queue for it, as at a real provider), and a record of every send in Redis."""
 
 import json
+import os
 import time
 
 from notifications.channels.base import BaseChannel
@@ -35,6 +36,10 @@ class SimulatedProvider(BaseChannel):
                 "started": started,
                 # When the event happened: the payload's t0, or a digest's oldest folded event.
                 "t0": message.first_seen or (message.payload.get("t0") if isinstance(message.payload, dict) else None),
+                # Who sent it and when the provider returned: a kill after this and before the send's record
+                # is the one place a resend can come from.
+                "pid": os.getpid(),
+                "done": time.time(),
             }
             client.rpush(SENT_KEY, json.dumps(record))
 

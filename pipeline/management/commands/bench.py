@@ -9,7 +9,7 @@ from pipeline.bench.common import bench_redis, write_json
 
 
 class Command(BaseCommand):
-    help = "Run a benchmark: admission, gate, incident."
+    help = "Run a benchmark: admission, gate, incident, soak, kills."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="name", required=True)
@@ -33,6 +33,9 @@ class Command(BaseCommand):
         soak.add_argument(
             "--rate-multiplier", type=float, default=10, help="offered load as a multiple of the bulk pools' capacity"
         )
+        kills = sub.add_parser("kills", help="kill -9 worker process groups under load, in fetches too; count losses")
+        kills.add_argument("--kills", type=int, default=200)
+        kills.add_argument("--seed", type=int, default=12)
         for command in sub.choices.values():
             command.add_argument("--json", dest="json_path", help="also write the figures to this file")
 
@@ -91,6 +94,17 @@ class Command(BaseCommand):
         from pipeline.bench import incident_run
 
         return incident_run.run(redis_url, scale, out, flush_interval, self.stdout)
+
+    def bench_kills(self, redis_url, kills, seed, **options):
+        from pipeline.bench import kills as scenario
+
+        result = scenario.run(redis_url, kills, seed, self.stdout)
+        self.stdout.write(
+            f"{result['kills']} kills ({result['kills_by_how']}): {result['events_accepted']} events accepted, "
+            f"lost {result['lost']}, duplicated {result['duplicated']} "
+            f"({result['duplicated_after_provider_returned']} killed after the provider returned)"
+        )
+        return result
 
     def bench_soak(self, redis_url, minutes, rate_multiplier, **options):
         from pipeline.bench import soak

@@ -20,4 +20,21 @@ class Command(BaseCommand):
 
     def handle(self, klass, celery_args, **options):
         self.stdout.write(f"{klass} worker: {PROFILES[klass].why}")
-        app.worker_main(argv=worker_argv(klass, celery_args))
+        status = run_celery(worker_argv(klass, celery_args))
+        if status:
+            raise SystemExit(status)
+
+
+def run_celery(argv):
+    """Run the celery command line on Sluice's app and return its exit status.
+
+    app.worker_main() and app.start() drop the status (celery#7358): a worker that died of an
+    unrecoverable error would exit 0, and a supervisor could take that for a clean stop.
+    """
+    from celery.bin.celery import celery
+
+    celery.params[0].default = app  # what app.start() does: the --app option defaults to this app
+    try:
+        return celery.main(args=argv, standalone_mode=False)
+    finally:
+        celery.params[0].default = None

@@ -1,0 +1,22 @@
+"""Worker process groups kill -9ed at random instants and inside fetches while events keep arriving: nothing
+accepted is lost, and a duplicate only comes from a kill after the provider returned (bench kills, shortened)."""
+
+import io
+
+import pytest
+
+from pipeline.bench import kills
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+@pytest.mark.timeout(420)
+# A killed prefork child's parent is killed with it; what the replacements log about the dead is expected.
+@pytest.mark.expected_errors("exited with .signal 9", "WorkerLostError")
+def test_kills_under_load_lose_nothing(redis_server, redis_client):
+    result = kills.run(redis_server.url, 12, seed=3, stdout=io.StringIO())
+    assert result["kills"] == 12
+    assert result["events_accepted"] > 300
+    assert result["lost"] == 0, result["lost_entities"]
+    assert result["duplicated_unexplained"] == []
+    assert result["drained"]

@@ -1,0 +1,69 @@
+"""The coordination client: one per process, safe when many threads ask at once and after a fork."""
+
+import os
+import sys
+import threading
+
+import pytest
+
+from pipeline import store
+
+
+@pytest.fixture
+def fast_switching():
+    # Threads switch every microsecond, so a check-then-build race shows within a few rounds.
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(previous)
+
+
+def first_calls(threads):
+    """Clear the cache, then call get_redis() and script() from ``threads`` threads at once."""
+    store.reset()
+    barrier = threading.Barrier(threads)
+    clients, errors = [], []
+
+    def first_call():
+        barrier.wait()
+        try:
+            clients.append(store.get_redis())
+            store.script("claim_send")
+        except Exception as exc:  # noqa: BLE001 - any error is the finding
+            errors.append(repr(exc))
+
+    workers = [threading.Thread(target=first_call) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(10)
+    return clients, errors
+
+
+def test_first_calls_from_many_threads_all_get_one_working_client(redis_client, fast_switching):
+    for _round in range(200):
+        clients, errors = first_calls(8)
+        assert not errors, errors[:3]
+        assert len({id(c) for c in clients}) == 1
+    assert store.get_redis().ping()
+
+
+def test_a_forked_child_builds_its_own_client(redis_client):
+    parent = store.get_redis()
+    parent.set("sluice:test:fork", "1")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report whether it got a new client that works, then leave at once
+        try:
+            child = store.get_redis()
+            ok = child is not parent and child.get("sluice:test:fork") == b"1"
+        except Exception:  # noqa: BLE001 - the child reports any failure through the pipe
+            ok = False
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    answer = os.read(read, 1)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert answer == b"1"
+    assert store.get_redis() is parent
