@@ -1,4 +1,4 @@
-# The two commands: `make demo` and `make test`. Both build .venv from requirements.txt when needed.
+# The two commands: `make demo` and `make test`. Both build .venv from the lock files when needed.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -6,12 +6,12 @@ STAMP := $(VENV)/.requirements-installed
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench wheel clean
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -23,9 +23,14 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+
+# The wheel, built offline with the build backend from the development lock.
+wheel: $(STAMP)
+	$(BIN)/python -m build --wheel --no-isolation --outdir dist .
 
 clean:
-	rm -rf $(VENV) sluice.sqlite3
+	rm -rf $(VENV) sluice.sqlite3 dist build *.egg-info
 
 bench: $(STAMP)
 	$(BIN)/python manage.py bench incident --scale 1.0 --out docs --json docs/bench.json

@@ -1,12 +1,10 @@
-"""App config for the digest: connects the opt-out mirror."""
+"""App config of the digest (label sluice_digest): the fold store, the flush and its beat schedule."""
 
 from django.apps import AppConfig
 
 
 class DigestConfig(AppConfig):
     name = "digest"
-    verbose_name = "Digest"
+    label = "sluice_digest"
+    verbose_name = "Sluice digest"
     default_auto_field = "django.db.models.BigAutoField"
-
-    def ready(self):
-        from . import preferences  # noqa: F401 - connects the signal receivers

@@ -4,18 +4,16 @@ import logging
 import time
 import uuid
 
-from django.db import DatabaseError
-
-from notifications.conf import CLASSES, sluice_settings
 from pipeline import keys
 from pipeline.celery import app
+from pipeline.conf import CLASSES, sluice_settings
 from pipeline.depth import snapshot
-from pipeline.message import envelope, redacted
-from pipeline.publish import event_kwargs_json
-from pipeline.queues import send_task_name
-from pipeline.store import get_redis, script
+from pipeline.message import event_kwargs_json, send_message
+from pipeline.store import get_redis
 
 from . import store
+from .signals import flush_started
+from .store import script
 
 logger = logging.getLogger("sluice.digest")
 
@@ -57,14 +55,11 @@ def enqueue_size_flush():
 
 def run_flush(trigger, batch=BATCH, lease_s=LEASE_S):
     """Recover dead claims, then claim and publish in batches until pending is empty or a queue is full."""
-    from .preferences import sync_optouts
-
-    try:
-        sync_optouts()
-    except DatabaseError as exc:
-        # Saves keep the mirror current; the periodic rebuild only heals drift, so a database outage
-        # must not stop digests from going out.
-        logger.warning("opt-out mirror not rebuilt, the database is unavailable: %s", type(exc).__name__)
+    for receiver, outcome in flush_started.send_robust(sender=run_flush, trigger=trigger):
+        if isinstance(outcome, Exception):
+            # A receiver's failure (a database outage while the preferences rebuild their mirror) must not
+            # stop digests from going out: saves keep the mirror current, the rebuild only heals drift.
+            logger.warning("flush: %s failed: %s", getattr(receiver, "__name__", receiver), type(outcome).__name__)
     published = 0
     full = set()
     for stale in store.expired_claims():
@@ -146,13 +141,7 @@ def _message(flush_id, fold, klass, queue_name):
         first_seen=fold.first_seen,
         last_seen=fold.last_seen,
     )
-    return envelope(
-        send_task_name(klass),
-        notification_id,
-        kwargs,
-        queue_name,
-        kwargsrepr=redacted(fold.kind, fold.count),
-    )
+    return send_message(klass, notification_id, kwargs, queue_name, fold.kind, fold.count)
 
 
 def drain_overflows():

@@ -4,9 +4,13 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from pipeline import keys
-from pipeline.store import get_redis, script
+from pipeline.store import Scripts, get_redis
+
+#: The fold store's own Lua, in digest/lua.
+script = Scripts(Path(__file__).with_name("lua"))
 
 FOLDED, FOLDED_FLUSH, DEFERRED, OVERFLOW_FULL = 1, 2, 3, 0
 SIZE_TRIGGER_TTL_S = 5
@@ -97,9 +101,8 @@ def publish_claimed(flush_id, fold, queue, message, counter_field):
         keys=[
             keys.claimed(flush_id, fold.member),
             keys.claim_set(flush_id),
-            queue.name,
             keys.counters(),
-            *keys.priority_lists(queue.name)[1:],
+            *keys.priority_lists(queue.name),
         ],
         args=[queue.capacity, fold.member, message, counter_field],
     )

@@ -6,9 +6,11 @@ import uuid
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from .conf import sluice_settings
+from pipeline.conf import sluice_settings
+
 from .exceptions import InvalidEntityId, InvalidPayload, PayloadTooLarge, UnknownUser
 from .kinds import get_kind
+from .policy import Event, publish_event
 
 # Far deeper than any notification needs, and far below the interpreter's recursion limit (1000).
 MAX_PAYLOAD_DEPTH = 64
@@ -23,8 +25,6 @@ def notify(user, kind, *, entity_id, payload=None):
     budget raises Rejected, as does a deferred one whose overflow is full too. Bad input raises a
     NotifyError subclass, and then nothing is published.
     """
-    from pipeline.publish import publish_event
-
     return publish_event(_validate(user, kind, entity_id, payload))
 
 
@@ -34,15 +34,11 @@ def notify_on_commit(user, kind, *, entity_id, payload=None, using=None):
     Validation errors raise here. A Rejected at commit time propagates from the commit, so the
     caller still sees it.
     """
-    from pipeline.publish import publish_event
-
     event = _validate(user, kind, entity_id, payload)
     transaction.on_commit(lambda: publish_event(event), using=using)
 
 
 def _validate(user, kind, entity_id, payload):
-    from pipeline.publish import Event
-
     conf = sluice_settings()
     kind_obj = get_kind(kind)
     entity_id = _entity_id(entity_id, conf.max_entity_id_length)

@@ -55,7 +55,7 @@ class DeadLetterAdmin(admin.ModelAdmin):
             "can_delete": self.has_delete_permission(request),
             **(extra_context or {}),
         }
-        return TemplateResponse(request, "admin/notifications/deadletter/change_list.html", context)
+        return TemplateResponse(request, "admin/sluice/deadletters.html", context)
 
     def _act(self, request):
         action, ids = request.POST.get("action"), set(request.POST.getlist("ids"))

@@ -1,4 +1,18 @@
-"""The errors notify() raises: one type per problem, all NotifyError, each naming what was wrong."""
+"""The errors notify() raises: one type per problem, each naming what was wrong."""
+
+from pipeline.errors import QueueCeilingReached, Unavailable
+
+__all__ = [
+    "InvalidEntityId",
+    "InvalidPayload",
+    "NotifyError",
+    "PayloadTooLarge",
+    "QueueCeilingReached",
+    "Rejected",
+    "Unavailable",
+    "UnknownKind",
+    "UnknownUser",
+]
 
 
 class NotifyError(ValueError):
@@ -34,12 +48,3 @@ class Rejected(Exception):
     def __init__(self, message, retry_after):
         super().__init__(message)
         self.retry_after = retry_after
-
-
-class QueueCeilingReached(RuntimeError):
-    """A queue hit its hard safety ceiling. This is a bug or an outage, never a normal overload."""
-
-
-class Unavailable(RuntimeError):
-    """Redis (the broker) could not be reached or did not answer in time. The event may not have been
-    published: retry it later. Raised instead of hanging; the socket timeouts bound the wait."""

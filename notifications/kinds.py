@@ -1,6 +1,7 @@
-"""The registry of kinds: kind -> class, channels and templates (defaults plus SLUICE_KINDS)."""
+"""The registry of kinds: kind -> class, channels and templates, as SLUICE_KINDS declares them."""
 
-from .conf import sluice_settings
+from pipeline.conf import sluice_settings
+
 from .exceptions import UnknownKind
 
 

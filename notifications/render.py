@@ -2,8 +2,8 @@
 
 from django.template.loader import select_template
 
-DEFAULT_TEMPLATE = "notifications/default.txt"
-DEFAULT_DIGEST_TEMPLATE = "digest/default.txt"
+DEFAULT_TEMPLATE = "sluice/default.txt"
+DEFAULT_DIGEST_TEMPLATE = "sluice/digest/default.txt"
 
 
 def render(kind, context, digest=False):

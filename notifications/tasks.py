@@ -12,9 +12,9 @@ import time
 from celery.exceptions import Ignore, Reject, Retry
 from redis.exceptions import RedisError
 
-from notifications.conf import CLASSES, sluice_settings
 from pipeline import deadletters, gate, keys, metrics
 from pipeline.celery import app
+from pipeline.conf import CLASSES, sluice_settings
 from pipeline.queues import send_task_name
 from pipeline.republish import republish
 from pipeline.signals import PUBLISHED_AT
@@ -157,7 +157,6 @@ def republish_message(task, retries, countdown, channels):
         kwargs["channels"] = list(channels)
     try:
         republish(
-            task.name,
             class_of(task),
             task.request.id,
             kwargs,

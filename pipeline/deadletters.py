@@ -11,10 +11,9 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 
-from notifications.conf import sluice_settings
-
 from . import keys
-from .message import envelope, redacted
+from .conf import sluice_settings
+from .message import send_message
 from .metrics import DEAD_LETTER_REASONS as REASONS
 from .metrics import DEAD_LETTERS_DROPPED, DEAD_LETTERS_REPLAYED, dead_letter_field
 from .store import get_redis, script
@@ -133,24 +132,24 @@ def replay(letter):
     kind = conf.kinds.get(letter.kind)
     channels = letter.channels or (list(kind.channels) if kind else [])
     kwargs = {**letter.kwargs, "channels": letter.channels} if letter.channels else dict(letter.kwargs)
-    message = envelope(
-        letter.task,
+    message = send_message(
+        letter.klass if letter.klass in conf.queues else "background",
         uuid.uuid4().hex,
         json.dumps(kwargs, separators=(",", ":"), ensure_ascii=False),
         queue.name,
-        kwargsrepr=redacted(letter.kind, kwargs.get("count", 1)),
+        letter.kind,
+        kwargs.get("count", 1),
     )
-    sublists = keys.priority_lists(queue.name)[1:]
+    sent = [keys.sent(letter.notification_id, channel) for channel in channels]
     return script("replay_dead_letter")(
         keys=[
             keys.dead_letters(),
             keys.dead_letter_entries(),
             keys.counters(),
-            queue.name,
-            *sublists,
-            *(keys.sent(letter.notification_id, channel) for channel in channels),
+            *sent,
+            *keys.priority_lists(queue.name),
         ],
-        args=[letter.id, queue.capacity, message, DEAD_LETTERS_REPLAYED, len(sublists)],
+        args=[letter.id, queue.capacity, message, DEAD_LETTERS_REPLAYED, len(sent)],
     )
 
 

@@ -1,8 +1,7 @@
 """Each queue's capacity and current depth: the one API the exporter, the admin and the benchmarks use."""
 
-from notifications.conf import CLASSES, sluice_settings
-
 from . import keys
+from .conf import CLASSES, sluice_settings
 from .store import get_redis
 
 

@@ -12,9 +12,8 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from redis.exceptions import RedisError
 
-from notifications.conf import CLASSES, sluice_settings
-
 from . import keys
+from .conf import CLASSES, sluice_settings
 from .depth import snapshot
 from .latency import oldest_ages
 from .metrics import (

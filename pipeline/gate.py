@@ -9,10 +9,8 @@ import time
 import uuid
 from contextlib import contextmanager
 
-from notifications.channels.base import TransientSendError
-from notifications.conf import sluice_settings
-
 from . import keys
+from .conf import sluice_settings
 from .store import get_redis, script
 
 # Longer than any send; a worker that dies holding a concurrency slot frees it after this.
@@ -23,8 +21,9 @@ CRITICAL_MAX_WAIT_S = 60
 PARTITION_MAX = 100
 
 
-class GateTimeout(TransientSendError):
-    """The channel had no room for this send in time; the message goes back to the end of its queue."""
+class GateTimeout(Exception):
+    """The channel had no room for this send in time; the send task puts its message back at the end of its
+    queue (a transient condition, like a provider's rate limit)."""
 
 
 def partition_of(gate, payload):

@@ -13,6 +13,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 
+from .queues import send_task_name
 from .signals import PUBLISHED_AT
 
 _EMBED = '{"callbacks":null,"errbacks":null,"chain":null,"chord":null}'
@@ -63,6 +64,22 @@ def envelope(task_name, task_id, kwargs_json, queue, kwargsrepr, published_at=No
         "queue": json.dumps(queue),
         "tag": uuid.uuid4(),
     }
+
+
+def event_kwargs_json(notification_id, kind, user_id, entity_id, payload_json, **extra):
+    """A send task's kwargs as a JSON object, splicing in the payload that notify() serialised once."""
+    head = json.dumps(
+        {"notification_id": notification_id, "kind": kind, "user_id": user_id, "entity_id": entity_id, **extra},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return f'{head[:-1]},"payload":{payload_json}}}'
+
+
+def send_message(klass, task_id, kwargs_json, queue, kind, count=1, **options):
+    """The message of one send task (sluice.send.<class>): every publish of one goes through here (first
+    publish, digest, retry, requeue, dead-letter replay), so each carries the same redacted repr."""
+    return envelope(send_task_name(klass), task_id, kwargs_json, queue, redacted(kind, count), **options)
 
 
 def redacted(kind, count=1):

@@ -2,7 +2,7 @@
 
 from kombu import Queue
 
-from notifications.conf import CLASSES, sluice_settings
+from .conf import CLASSES, sluice_settings
 
 SEND_TASK = "sluice.send.{klass}"
 

@@ -9,26 +9,26 @@ exception the send task turns into a requeue of the original.
 import json
 import time
 
-from notifications.conf import sluice_settings
-from notifications.exceptions import QueueCeilingReached
-
 from . import keys
-from .message import envelope, redacted
+from .conf import sluice_settings
+from .errors import QueueCeilingReached
+from .message import send_message
 from .store import script
 
 
-def republish(task_name, klass, task_id, kwargs, *, published_at, retries, countdown=0):
+def republish(klass, task_id, kwargs, *, published_at, retries, countdown=0):
     """Push the message again onto ``klass``'s queue, due in ``countdown`` seconds; raise at the ceiling.
 
     A retry skips admission (its event was admitted once), but never the hard ceiling.
     """
     queue = sluice_settings().queues[klass]
-    message = envelope(
-        task_name,
+    message = send_message(
+        klass,
         task_id,
         json.dumps(kwargs, separators=(",", ":"), ensure_ascii=False),
         queue.name,
-        redacted(kwargs.get("kind"), kwargs.get("count", 1)),
+        kwargs.get("kind"),
+        kwargs.get("count", 1),
         published_at=published_at,
         retries=retries,
         eta=time.time() + countdown if countdown > 0 else None,

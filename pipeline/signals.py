@@ -8,7 +8,8 @@ PUBLISHED_AT = "published_at"
 
 
 @before_task_publish.connect
-def stamp_published_at(headers=None, **kwargs):
-    """Record when a message entered the broker; the fast path in pipeline.publish stamps its own."""
-    if headers is not None:
+def stamp_published_at(sender=None, headers=None, **kwargs):
+    """Record when one of Sluice's messages entered the broker (its own builder stamps the rest); the
+    host's tasks are left as they are."""
+    if headers is not None and str(sender).startswith("sluice."):
         headers.setdefault(PUBLISHED_AT, time.time())

@@ -27,10 +27,10 @@ from kombu.utils.json import dumps, loads
 from kombu.utils.objects import cached_property
 from redis import exceptions as redis_errors
 
-from notifications.exceptions import QueueCeilingReached
-
 from . import keys
-from .store import _lua_source
+from .errors import QueueCeilingReached
+from .store import lua_source
+from .store import script as engine_scripts
 
 logger = logging.getLogger("sluice.fetch")
 
@@ -112,7 +112,7 @@ class Channel(redis.Channel):
         pool = id(client.connection_pool)
         if pool not in cache:
             cache.clear()
-            cache[pool] = {name: client.register_script(_lua_source(name)) for name in SCRIPTS}
+            cache[pool] = {name: client.register_script(lua_source(engine_scripts.path(name))) for name in SCRIPTS}
         return cache[pool]
 
     # Fetch
@@ -136,7 +136,7 @@ class Channel(redis.Channel):
         else:
             self._blocking_on = None
             processing = [keys.fetch_processing(self.consumer_id, source) for source in lists]
-            command = ["EVAL", _lua_source("fetch_any"), len(lists) * 2, *lists, *processing]
+            command = ["EVAL", lua_source(engine_scripts.path("fetch_any")), len(lists) * 2, *lists, *processing]
         self._block_next = False
         connection = self.client.connection
         self._in_poll = connection
@@ -294,6 +294,6 @@ def _housekeeping(cycle):
 
 
 def _ceilings():
-    from notifications.conf import sluice_settings
+    from .conf import sluice_settings
 
     return {q.name: q.ceiling for q in sluice_settings().queues.values()}

@@ -4,9 +4,8 @@ import json
 import time
 from dataclasses import dataclass
 
-from notifications.conf import CLASSES, sluice_settings
-
 from . import keys
+from .conf import CLASSES, sluice_settings
 from .depth import snapshot
 from .latency import oldest_ages
 from .metrics import processed_field, read_counters

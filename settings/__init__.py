@@ -22,6 +22,7 @@ INSTALLED_APPS = [
     "notifications",
     "digest",
     "pipeline",
+    "sluice_tools",
 ]
 
 MIDDLEWARE = [
@@ -73,10 +74,6 @@ EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "sluice@localhost")
 
-# One Redis is the broker and the coordination store (DESIGN.md, "Decisions").
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-
-from .celery import *  # noqa: E402,F403
 from .sluice import *  # noqa: E402,F403
 
 LOGGING = {

@@ -1,10 +1,12 @@
 """Sluice defaults (prefix SLUICE_); JSON in an environment variable of the same name overrides them.
 
-The values are validated by ``notifications.conf`` and its system checks, never here.
+The values are validated by ``pipeline.conf`` and its system checks, never here.
 """
 
 import json
 import os
+
+from sluice_tools.kinds import DEMO_KINDS
 
 
 def _env_json(name, default):
@@ -18,6 +20,21 @@ def _env_json(name, default):
 
         raise ImproperlyConfigured(f"{name} in the environment is not valid JSON: {exc}") from exc
 
+
+# One Redis is Sluice's broker and its coordination store (docs/architecture.md, "Decisions").
+SLUICE_REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+# Sluice's own Celery app (pipeline/celery.py) keeps its defaults but for these, from the environment.
+SLUICE_CELERY = {
+    "broker_transport_options": {
+        "visibility_timeout": int(os.environ.get("SLUICE_VISIBILITY_TIMEOUT_S", "300")),
+        "fetch_dead_after_s": float(os.environ.get("SLUICE_FETCH_DEAD_AFTER_S", "60")),
+        # Only matters to a worker that consumes several priority steps on one queue (the benchmark's
+        # "Celery priorities on one queue" baseline sets "priority"); Sluice's pools consume one queue each.
+        "queue_order_strategy": os.environ.get("CELERY_QUEUE_ORDER_STRATEGY", "round_robin"),
+    },
+    "worker_soft_shutdown_timeout": float(os.environ.get("SLUICE_SOFT_SHUTDOWN_S", "30")),
+}
 
 # capacity = target drain time x measured pool throughput: 2048 ~ 37 s x 55 msg/s.
 SLUICE_QUEUES = _env_json(
@@ -38,8 +55,8 @@ SLUICE_CHANNELS = _env_json(
     },
 )
 
-# A project adds kinds here; the defaults model a calendar and task product.
-SLUICE_KINDS = _env_json("SLUICE_KINDS", {})
+# A project declares its kinds here; this one models a calendar and task product, as in the demo.
+SLUICE_KINDS = _env_json("SLUICE_KINDS", DEMO_KINDS)
 
 SLUICE_MAX_PAYLOAD_BYTES = int(os.environ.get("SLUICE_MAX_PAYLOAD_BYTES", 16 * 1024))
 

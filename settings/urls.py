@@ -1,10 +1,12 @@
-"""URL configuration: the admin and a health check for probes."""
+"""URL configuration of Sluice's own project (the demo): the admin, Sluice's API, and a health check."""
 
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
 from django.http import JsonResponse
-from django.urls import path
+from django.urls import include, path
 
-from notifications.ingest.views import ingest
+from notifications.admin import DigestPreferenceInline
 
 
 def healthz(request):
@@ -12,8 +14,19 @@ def healthz(request):
     return JsonResponse({"status": "ok"})
 
 
+class DemoUserAdmin(UserAdmin):
+    """What a host project does in its own admin.py: Sluice never replaces a User admin, it offers the inline."""
+
+    inlines = [*UserAdmin.inlines, DigestPreferenceInline]
+
+
+User = get_user_model()
+if admin.site.is_registered(User):
+    admin.site.unregister(User)
+admin.site.register(User, DemoUserAdmin)
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz),
-    path("api/notifications/", ingest, name="notifications-ingest"),
+    path("api/", include("notifications.urls")),
 ]

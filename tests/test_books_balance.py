@@ -13,11 +13,11 @@ from django.contrib.auth import get_user_model
 from digest.flush import run_flush
 from notifications import Rejected, notify
 from pipeline import keys
-from pipeline.bench.provider import SENT_KEY, sent_records
 from pipeline.depth import snapshot
-from pipeline.processes import ROOT, WorkerProcess
+from sluice_tools.bench.provider import SENT_KEY, sent_records
+from sluice_tools.processes import ROOT, WorkerProcess
 
-RECORDER = "pipeline.bench.provider.SimulatedProvider"
+RECORDER = "sluice_tools.bench.provider.SimulatedProvider"
 MIX = [
     ("critical", "meeting.reminder", 600),
     ("routine", "task.comment", 3000),

@@ -10,7 +10,7 @@ from notifications.channels.base import Message, PermanentSendError, TransientSe
 from notifications.channels.console import ConsoleChannel
 from notifications.channels.email import EmailChannel
 from notifications.channels.webhook import WebhookChannel
-from pipeline.redis_server import free_port
+from sluice_tools.redis_server import free_port
 
 
 def message(user_id=1, **overrides):

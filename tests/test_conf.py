@@ -4,7 +4,7 @@ import pytest
 from django.core.checks import run_checks
 from django.core.exceptions import ImproperlyConfigured
 
-from notifications.conf import sluice_settings
+from pipeline.conf import sluice_settings
 from pipeline.queues import celery_queue_settings
 
 
@@ -44,11 +44,35 @@ def test_bad_setting_names_itself(settings, name, value, words):
     assert name in errors[0].msg
 
 
-def test_project_adds_its_own_kind(settings):
+def test_a_project_declares_its_kinds_and_gets_no_others(settings):
     settings.SLUICE_KINDS = {"invoice.paid": {"class": "routine", "channels": ["email"]}}
     kinds = sluice_settings().kinds
-    assert kinds["invoice.paid"].template == "notifications/invoice_paid.txt"
-    assert "meeting.reminder" in kinds
+    assert kinds["invoice.paid"].template == "sluice/invoice_paid.txt"
+    assert kinds["invoice.paid"].digest_template == "sluice/digest/invoice_paid.txt"
+    assert set(kinds) == {"invoice.paid"}  # the demo's kinds are the demo's, not a default
+
+
+def test_no_redis_url_is_an_error_naming_the_setting(settings):
+    del settings.SLUICE_REDIS_URL
+    with pytest.raises(ImproperlyConfigured, match="SLUICE_REDIS_URL is not set"):
+        sluice_settings()
+    [error] = [e for e in run_checks() if e.id == "sluice.E001"]
+    assert "SLUICE_REDIS_URL" in error.msg
+
+
+@pytest.mark.parametrize("key", ["broker_url", "task_create_missing_queues", "beat_scheduler", "broker_transport"])
+def test_sluice_celery_cannot_change_what_sluice_owns(settings, key):
+    settings.SLUICE_CELERY = {key: "x"}
+    [error] = [e for e in run_checks() if e.id == "sluice.E001"]
+    assert f"SLUICE_CELERY[{key!r}] cannot be changed" in error.msg
+
+
+def test_a_host_beat_on_the_plain_database_scheduler_is_an_error(settings):
+    settings.CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+    [error] = [e for e in run_checks() if e.id == "sluice.E003"]
+    assert "pipeline.beat:HostDatabaseScheduler" in error.hint
+    settings.CELERY_BEAT_SCHEDULER = "pipeline.beat:HostDatabaseScheduler"
+    assert not [e for e in run_checks() if e.id == "sluice.E003"]
 
 
 def test_environment_json_is_read(monkeypatch):

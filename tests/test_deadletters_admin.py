@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 
 from pipeline import deadletters
 
-URL = "/admin/notifications/deadletter/"
+URL = "/admin/sluice_notifications/deadletter/"
 
 
 def letter(n, reason="permanent", kind="task.comment", klass="routine"):

@@ -7,9 +7,9 @@ from celery.contrib.testing.worker import start_worker
 
 from notifications import notify
 from notifications.kinds import get_kind
+from notifications.policy import Event, publish_event
 from notifications.tasks import send_tasks
 from pipeline.celery import app
-from pipeline.publish import Event, publish_event
 from tests.conftest import wait_for
 
 

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from pipeline.processes import ROOT
+from sluice_tools.processes import ROOT
 
 
 @pytest.mark.slow

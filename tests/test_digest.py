@@ -14,7 +14,7 @@ from django_celery_beat.models import PeriodicTask
 from digest import store
 from digest.flush import drain, run_flush
 from pipeline import keys
-from pipeline.processes import ROOT
+from sluice_tools.processes import ROOT
 from tests.digest_helpers import fold, published
 
 pytestmark = pytest.mark.django_db

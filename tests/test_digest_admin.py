@@ -2,12 +2,12 @@
 
 import pytest
 
-from digest.models import DigestPreference
+from notifications.models import DigestPreference
 from pipeline import keys
 from tests.digest_helpers import fold
 
 pytestmark = pytest.mark.django_db(transaction=True)
-URL = "/admin/digest/digestpreference/"
+URL = "/admin/sluice_notifications/digestpreference/"
 
 
 def test_changelist_shows_the_digest_state_search_and_filters(client, staff, redis_client, django_user_model):

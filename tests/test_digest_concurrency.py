@@ -22,7 +22,7 @@ def test_concurrent_flushers_and_folders(redis_client, redis_server, monkeypatch
     import subprocess
     import sys
 
-    from pipeline.processes import ROOT
+    from sluice_tools.processes import ROOT
 
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True, timeout=120)
     context = multiprocessing.get_context("spawn")

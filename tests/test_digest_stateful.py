@@ -11,8 +11,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from digest import store
 from digest.flush import _message, run_flush
-from notifications.conf import sluice_settings
 from pipeline import keys
+from pipeline.conf import sluice_settings
 from pipeline.store import get_redis
 from tests.digest_helpers import fold
 

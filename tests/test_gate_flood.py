@@ -2,7 +2,7 @@
 
 import pytest
 
-from pipeline.bench import flood
+from sluice_tools.bench import flood
 
 
 @pytest.mark.slow

@@ -16,9 +16,9 @@ from notifications import (
     UnknownKind,
     UnknownUser,
 )
-from notifications.conf import DEFAULT_KINDS
 from notifications.models import IngestToken
 from pipeline import keys
+from sluice_tools.kinds import DEMO_KINDS
 
 QUEUES = ("critical", "routine", "background", "celery")
 URL = "/api/notifications/"
@@ -116,7 +116,7 @@ def bad_users(pk):
     )
 
 
-BAD_KINDS = WRONG | CONTAINERS | st.integers() | TEXT.filter(lambda t: t not in DEFAULT_KINDS)
+BAD_KINDS = WRONG | CONTAINERS | st.integers() | TEXT.filter(lambda t: t not in DEMO_KINDS)
 BAD_ENTITY_IDS = st.one_of(
     WRONG,
     st.dictionaries(st.text(max_size=3), SCALARS, max_size=3),
@@ -177,7 +177,7 @@ def mostly(valid, hostile):
 @FUZZ
 @given(
     who=mostly(st.just("pk"), WRONG | st.integers() | TEXT),
-    kind=mostly(st.sampled_from(sorted(DEFAULT_KINDS)), BAD_KINDS),
+    kind=mostly(st.sampled_from(sorted(DEMO_KINDS)), BAD_KINDS),
     entity_id=mostly(TEXT | st.integers(), WRONG),
     payload=mostly(st.none() | st.dictionaries(TEXT, JSON_VALUES, max_size=5), BAD_PAYLOADS),
 )
@@ -194,7 +194,7 @@ def test_any_input_is_an_outcome_or_a_notify_error(redis_client, user, who, kind
     assert isinstance(outcome, Outcome)
     assert entity_id_ok(entity_id)
     # What was queued is exactly what was sent: no separator or escape mangled it on the way.
-    queue = DEFAULT_KINDS[kind]["class"]
+    queue = DEMO_KINDS[kind]["class"]
     message = json.loads(redis_client.lindex(queue, 0))
     kwargs = json.loads(base64.b64decode(message["body"]))[1]
     assert kwargs["entity_id"] == str(entity_id)
@@ -341,7 +341,7 @@ JSON_WRONG = st.one_of(
 )
 HTTP_BAD = {
     "user": (JSON_WRONG | st.integers(min_value=10**6), "unknown_user"),
-    "kind": (JSON_WRONG | st.integers() | TEXT.filter(lambda t: t not in DEFAULT_KINDS), "unknown_kind"),
+    "kind": (JSON_WRONG | st.integers() | TEXT.filter(lambda t: t not in DEMO_KINDS), "unknown_kind"),
     "entity_id": (
         JSON_WRONG.filter(lambda v: not isinstance(v, dict))
         | st.integers(min_value=10**200, max_value=10**4000)

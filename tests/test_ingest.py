@@ -14,7 +14,7 @@ from notifications.models import IngestToken
 from pipeline import keys
 
 URL = "/api/notifications/"
-ADMIN_URL = "/admin/notifications/ingesttoken/"
+ADMIN_URL = "/admin/sluice_notifications/ingesttoken/"
 RAW_TOKEN = re.compile(r"slk_[A-Za-z0-9_\-]{20,}")
 
 
@@ -113,7 +113,7 @@ def test_rejected_critical_is_503_with_retry_after(redis_client, user, raw, post
 def test_redis_outage_is_503_unavailable(redis_client, user, raw, post, settings):
     # A real outage: nothing listens on port 1. When the settings fixture puts the URL back, the store
     # builds a client for it again and closes this one (pipeline.store).
-    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    settings.SLUICE_REDIS_URL = "redis://127.0.0.1:1/0"
     response = post(event(user), raw)
     error_of(response, 503, "unavailable")
     assert int(response["Retry-After"]) >= 1

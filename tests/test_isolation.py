@@ -5,10 +5,10 @@ import time
 import pytest
 
 from notifications import notify
-from pipeline.bench.provider import SENT_KEY, sent_records
-from pipeline.processes import WorkerProcess
+from sluice_tools.bench.provider import SENT_KEY, sent_records
+from sluice_tools.processes import WorkerProcess
 
-RECORDER = "pipeline.bench.provider.SimulatedProvider"
+RECORDER = "sluice_tools.bench.provider.SimulatedProvider"
 
 
 def channels(delay_ms):

@@ -4,11 +4,12 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
+import pytest
 import yaml
+from django.core.exceptions import ImproperlyConfigured
 
-from pipeline.processes import ROOT
+from sluice_tools.processes import ROOT
 
 
 def exported_names():
@@ -32,16 +33,35 @@ def test_alert_rules_use_exported_metrics_and_not_depth(redis_client):
         assert "sluice_queue_depth" not in used, rule["alert"]
 
 
-def test_flower_refuses_to_start_without_basic_auth():
+@pytest.mark.parametrize(
+    "command",
+    [["-m", "celery", "-A", "pipeline", "flower"], [str(ROOT / "manage.py"), "flower"]],
+    ids=["celery -A pipeline flower", "manage.py flower"],
+)
+@pytest.mark.parametrize("auth", [None, "", "admin:", ":secret"], ids=["unset", "empty", "no password", "no user"])
+def test_flower_refuses_to_start_without_a_login_from_any_directory(tmp_path, command, auth):
     env = {k: v for k, v in os.environ.items() if k != "FLOWER_BASIC_AUTH"}
+    env["PYTHONPATH"] = str(ROOT)
+    env.setdefault("DJANGO_SETTINGS_MODULE", "settings")
+    if auth is not None:
+        env["FLOWER_BASIC_AUTH"] = auth
     done = subprocess.run(
-        [sys.executable, "-m", "celery", "-A", "pipeline", "flower", "--port=1"],
-        cwd=ROOT,
+        [sys.executable, *command, "--port=1"],
+        cwd=tmp_path,  # not the project's folder: nothing there to read a config from
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert done.returncode != 0
-    assert "FLOWER_BASIC_AUTH is not set" in done.stdout + done.stderr
-    assert Path(ROOT / "flowerconfig.py").exists()
+    assert "Flower needs a login" in done.stdout + done.stderr
+
+
+def test_flower_auth_rules():
+    from pipeline.flower import refuse_without_auth
+
+    refuse_without_auth([], {"FLOWER_BASIC_AUTH": "ops:pw"})
+    refuse_without_auth(["--basic-auth=ops:pw"], {})
+    refuse_without_auth(["--auth=.*@example.com"], {})
+    with pytest.raises(ImproperlyConfigured):
+        refuse_without_auth(["--basic-auth=ops:"], {"FLOWER_BASIC_AUTH": ""})

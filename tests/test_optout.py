@@ -6,8 +6,8 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 
 from digest.flush import drain_overflows, run_flush
-from digest.models import DigestPreference
 from notifications import Outcome, notify
+from notifications.models import DigestPreference
 from pipeline import keys
 from pipeline.celery import app
 from tests.conftest import wait_for

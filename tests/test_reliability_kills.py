@@ -5,7 +5,7 @@ import io
 
 import pytest
 
-from pipeline.bench import kills
+from sluice_tools.bench import kills
 
 
 @pytest.mark.slow

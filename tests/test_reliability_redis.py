@@ -21,18 +21,19 @@ from django.contrib.auth import get_user_model
 from digest.flush import run_flush
 from notifications import Unavailable, notify
 from notifications.channels.base import BaseChannel
-from notifications.conf import CLASSES, DEFAULT_KINDS
 from pipeline import keys
+from pipeline.conf import CLASSES
 from pipeline.depth import snapshot
-from pipeline.processes import WorkerProcess
-from pipeline.redis_server import RedisServer
-from pipeline.store import get_redis
+from pipeline.store import get_redis, use_redis
+from sluice_tools.kinds import DEMO_KINDS
+from sluice_tools.processes import WorkerProcess
+from sluice_tools.redis_server import RedisServer
 
 RUN_S, CRASH_AT_S, DOWN_S = 11.0, 4.0, 3.0
 # Redis's documented bound for appendfsync everysec is one second of writes (two when the disk stalls
 # a background fsync); events admitted in the last WINDOW_S before the crash may be lost or resent.
 WINDOW_S = 2.0
-KINDS = {name: {**kind, "channels": ["push"]} for name, kind in DEFAULT_KINDS.items()}
+KINDS = {name: {**kind, "channels": ["push"]} for name, kind in DEMO_KINDS.items()}
 MIX = (("critical", "meeting.reminder", 0.06), ("routine", "task.comment", 0.80), ("background", "board.updated", 0.14))
 # routine and background are slower than what is offered, so their queues fill and events fold and collapse.
 QUEUES = {"critical": {"capacity": 5000, "wait_ms": 50}, "routine": {"capacity": 20}, "background": {"capacity": 10}}
@@ -58,21 +59,14 @@ class FileRecorder(BaseChannel):
 
 
 def point_at(url):
-    """Point Django settings and the Celery app at ``url``; return what to restore."""
-    from pipeline.celery import app
-
-    saved = (settings.REDIS_URL, settings.CELERY_BROKER_URL, app.conf.broker_url, app._pool, app.amqp._producer_pool)
-    settings.REDIS_URL = settings.CELERY_BROKER_URL = app.conf.broker_url = url
-    app._pool = app.amqp._producer_pool = None
+    """Point Sluice at ``url``; return what to restore."""
+    saved = settings.SLUICE_REDIS_URL
+    use_redis(url)
     return saved
 
 
 def point_back(saved):
-    from pipeline.celery import app
-
-    if app._pool is not None:
-        app._pool.force_close_all()
-    settings.REDIS_URL, settings.CELERY_BROKER_URL, app.conf.broker_url, app._pool, app.amqp._producer_pool = saved
+    use_redis(saved)
 
 
 @pytest.fixture

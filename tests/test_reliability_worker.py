@@ -19,17 +19,17 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from notifications import Outcome, notify
-from notifications.conf import DEFAULT_KINDS
 from pipeline import keys
-from pipeline.bench.provider import sent_records
 from pipeline.metrics import read_counters
-from pipeline.processes import ROOT, ManagedProcess, WorkerProcess
-from pipeline.redis_server import free_port
+from sluice_tools.bench.provider import sent_records
+from sluice_tools.kinds import DEMO_KINDS
+from sluice_tools.processes import ROOT, ManagedProcess, WorkerProcess
+from sluice_tools.redis_server import free_port
 from tests.conftest import wait_for
 
-RECORDER = "pipeline.bench.provider.SimulatedProvider"
+RECORDER = "sluice_tools.bench.provider.SimulatedProvider"
 # One channel per kind: one send is one record, so a record count is a send count.
-KINDS = {name: {**kind, "channels": ["push"]} for name, kind in DEFAULT_KINDS.items()}
+KINDS = {name: {**kind, "channels": ["push"]} for name, kind in DEMO_KINDS.items()}
 # Short enough that 20 kills fit in two minutes; the send claim follows it (notifications.tasks.claim_ttl).
 VISIBILITY_S = 2
 KILL_TRIALS = 20

@@ -168,7 +168,7 @@ def test_a_republished_message_is_redacted_and_keeps_its_first_publish_time_and_
         "entity_id": "secret-entity-7",
         "payload": {"title": "secret-title"},
     }
-    republish("sluice.send.critical", "critical", "n1", kwargs, published_at=1234.5, retries=3, countdown=30)
+    republish("critical", "n1", kwargs, published_at=1234.5, retries=3, countdown=30)
     message = json.loads(redis_client.rpop("critical"))
     headers = message["headers"]
     assert (headers["published_at"], headers["retries"], headers["id"]) == (1234.5, 3, "n1")

@@ -12,12 +12,12 @@ from kombu.transport import redis as kombu_redis
 
 from notifications import notify
 from pipeline import keys, transport
-from pipeline.bench.provider import sent_records
 from pipeline.celery import app
-from pipeline.processes import ManagedProcess, WorkerProcess
+from sluice_tools.bench.provider import sent_records
+from sluice_tools.processes import ManagedProcess, WorkerProcess
 from tests.conftest import wait_for
 
-RECORDER = {name: {"backend": "pipeline.bench.provider.SimulatedProvider"} for name in ("email", "sms", "push")}
+RECORDER = {name: {"backend": "sluice_tools.bench.provider.SimulatedProvider"} for name in ("email", "sms", "push")}
 
 
 def processing_lengths(client):

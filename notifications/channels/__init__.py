@@ -6,7 +6,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
-from ..conf import sluice_settings
+from pipeline.conf import sluice_settings
 
 
 @cache

@@ -1,7 +1,11 @@
-"""The per-token rate limit: a token bucket in Redis, spent atomically by pipeline/lua/ratelimit_token.lua."""
+"""The per-token rate limit: a token bucket in Redis, spent atomically by lua/ratelimit_token.lua."""
+
+from pathlib import Path
 
 from pipeline import keys
-from pipeline.store import script
+from pipeline.store import Scripts
+
+script = Scripts(Path(__file__).with_name("lua"))
 
 
 def take(token):

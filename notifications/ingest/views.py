@@ -12,7 +12,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from notifications import exceptions
-from notifications.conf import sluice_settings
+from pipeline.conf import sluice_settings
 
 from .auth import AuthenticationFailed, authenticate
 from .ratelimit import take

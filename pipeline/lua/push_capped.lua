@@ -4,12 +4,10 @@
 -- ARGV[1]   ceiling
 -- ARGV[2]   the message
 -- Returns   the depth after the push, or -1 when the queue is at its ceiling and nothing was pushed
-local depth = 0
-for i = 2, #KEYS do
-  depth = depth + redis.call('LLEN', KEYS[i])
-end
-if depth >= tonumber(ARGV[1]) then
+--! include depth
+local d = depth(2)
+if d >= tonumber(ARGV[1]) then
   return -1
 end
 redis.call('LPUSH', KEYS[1], ARGV[2])
-return depth + 1
+return d + 1

@@ -5,8 +5,8 @@ import math
 
 from django.core.management.base import BaseCommand, CommandError
 
-from notifications.conf import CLASSES, sluice_settings
 from pipeline.capacity import assess, rates_from_samples
+from pipeline.conf import CLASSES, sluice_settings
 from pipeline.depth import snapshot
 from pipeline.window import points
 

@@ -41,7 +41,7 @@ class Command(BaseCommand):
             # A pod runs the chart's workers.<class>.concurrency slots: μ per pod follows it.
             mu = config.settings_mu(scaling.slots)
             if options["capacity_json"]:
-                from notifications.conf import sluice_settings
+                from pipeline.conf import sluice_settings
 
                 names = {k: q.name for k, q in sluice_settings().queues.items()}
                 mu.update(config.capacity_mu(options["capacity_json"], names, scaling.slots))
@@ -52,7 +52,7 @@ class Command(BaseCommand):
             raise CommandError("--startup-s must not be negative")
         capacity = None
         if options["admission"]:
-            from notifications.conf import sluice_settings
+            from pipeline.conf import sluice_settings
 
             # One capacity for the fluid model: the smallest bound among the classes.
             capacity = min(q.capacity for q in sluice_settings().queues.values())

@@ -4,8 +4,8 @@ import argparse
 
 from django.core.management.base import BaseCommand
 
-from notifications.conf import CLASSES
 from pipeline.celery import app
+from pipeline.conf import CLASSES
 from pipeline.profiles import PROFILES, worker_argv
 
 

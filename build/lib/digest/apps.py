@@ -1,0 +1,10 @@
+"""App config of the digest (label sluice_digest): the fold store, the flush and its beat schedule."""
+
+from django.apps import AppConfig
+
+
+class DigestConfig(AppConfig):
+    name = "digest"
+    label = "sluice_digest"
+    verbose_name = "Sluice digest"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,157 @@
+"""The flush task: claim pending folds, publish one digest message per key, exactly once; drain the overflow."""
+
+import logging
+import time
+import uuid
+
+from pipeline import keys
+from pipeline.celery import app
+from pipeline.conf import CLASSES, sluice_settings
+from pipeline.depth import snapshot
+from pipeline.message import event_kwargs_json, send_message
+from pipeline.store import get_redis
+
+from . import store
+from .signals import flush_started
+from .store import script
+
+logger = logging.getLogger("sluice.digest")
+
+FLUSH_TASK = "sluice.digest.flush"
+DRAIN_TASK = "sluice.overflow.drain"
+BATCH = 500
+# Longer than a flush of one batch takes; after it, another flusher takes a dead one's claim over.
+LEASE_S = 60
+DRAIN_LIMIT = 1000
+
+
+@app.task(name=FLUSH_TASK, ignore_result=True)
+def flush(trigger="beat"):
+    """Publish every pending fold as one digest message per key; return how many were published."""
+    try:
+        return run_flush(trigger)
+    finally:
+        client = get_redis()
+        # Free the trigger once the flush got the pending keys below the threshold. If full queues kept
+        # them there, the flag expires by itself (SIZE_TRIGGER_TTL_S), so a burst does not turn every
+        # fold into another flush that finds no room.
+        if trigger == "size" and client.zcard(keys.pending()) < sluice_settings().digest["max_keys"]:
+            client.delete(keys.size_trigger())
+
+
+@app.task(name=DRAIN_TASK, ignore_result=True)
+def drain():
+    """Every few seconds: move opted-out users' messages into their queues while there is room, and
+    finish a flush that full queues cut short, so its digests go out as soon as room frees."""
+    if get_redis().exists(keys.flush_backlog()):
+        return run_flush("backlog")
+    return drain_overflows()
+
+
+def enqueue_size_flush():
+    """Ask for a flush now: the pending keys reached SLUICE_DIGEST['max_keys'] (fold.lua set the flag)."""
+    flush.apply_async(kwargs={"trigger": "size"})
+
+
+def run_flush(trigger, batch=BATCH, lease_s=LEASE_S):
+    """Recover dead claims, then claim and publish in batches until pending is empty or a queue is full."""
+    for receiver, outcome in flush_started.send_robust(sender=run_flush, trigger=trigger):
+        if isinstance(outcome, Exception):
+            # A receiver's failure (a database outage while the preferences rebuild their mirror) must not
+            # stop digests from going out: saves keep the mirror current, the rebuild only heals drift.
+            logger.warning("flush: %s failed: %s", getattr(receiver, "__name__", receiver), type(outcome).__name__)
+    published = 0
+    full = set()
+    for stale in store.expired_claims():
+        store.renew(stale, lease_s)
+        logger.warning("taking over flush %s, whose flusher died or stalled", stale)
+        published += _publish(stale, store.claimed_members(stale), full)
+    room = _room()
+    exhausted = False
+    while not full and room > 0:
+        # One claim id per batch: a key folded again after its digest went out is claimed anew, under
+        # a new id, so its next digest never shares a notification id (and a dedup) with the last.
+        claim_id = uuid.uuid4().hex
+        members = store.claim(claim_id, min(batch, room), lease_s)
+        if not members:
+            exhausted = True
+            break
+        sent = _publish(claim_id, members, full)
+        published += sent
+        room -= sent
+    drained = drain_overflows()
+    pipe = get_redis().pipeline(transaction=False)
+    if exhausted:
+        pipe.delete(keys.flush_backlog())
+    else:
+        # Full queues stopped this flush before its keys ran out: the drain task finishes it as room
+        # frees, rather than leaving the digests to the next interval.
+        pipe.set(keys.flush_backlog(), time.time(), ex=3600)
+    pipe.hset(keys.digest_stats(), mapping={"last_flush_at": time.time(), "last_flush_size": published})
+    pipe.hincrby(keys.counters(), "digest:flushes", 1)
+    pipe.execute()
+    logger.log(
+        logging.INFO if published or drained else logging.DEBUG,
+        "flush (%s): %d digest messages published, %d overflow messages moved",
+        trigger,
+        published,
+        drained,
+    )
+    return published
+
+
+def _room():
+    """Free slots across the class queues: a flush claims no more than could be published now."""
+    return sum(max(0, q["capacity"] - q["depth"]) for q in snapshot().values())
+
+
+def _publish(flush_id, members, full):
+    """Publish the claimed folds of ``members``; a fold whose queue is full goes back to pending."""
+    conf = sluice_settings()
+    published = 0
+    for fold in store.read_claimed(flush_id, members):
+        kind = conf.kinds.get(fold.kind)
+        klass = kind.klass if kind else "routine"
+        if klass in full:
+            store.unclaim(flush_id, fold.member)
+            continue
+        queue = conf.queues[klass]
+        code = store.publish_claimed(
+            flush_id, fold, queue, _message(flush_id, fold, klass, queue.name), f"digest:{klass}:published"
+        )
+        if code == 0:
+            # Backpressure: the queue is full, so this and the class's later folds wait for the next flush.
+            full.add(klass)
+            store.unclaim(flush_id, fold.member)
+        elif code == 1:
+            published += 1
+    store.release(flush_id)
+    return published
+
+
+def _message(flush_id, fold, klass, queue_name):
+    notification_id = fold.notification_id(flush_id)
+    kwargs = event_kwargs_json(
+        notification_id,
+        fold.kind,
+        fold.user_id,
+        fold.entity_id,
+        fold.payload_json,
+        count=fold.count,
+        first_seen=fold.first_seen,
+        last_seen=fold.last_seen,
+    )
+    return send_message(klass, notification_id, kwargs, queue_name, fold.kind, fold.count)
+
+
+def drain_overflows():
+    """Move waiting overflow messages into each class queue while it has room; return how many moved."""
+    queues = sluice_settings().queues
+    moved = 0
+    for klass in CLASSES:
+        queue = queues[klass]
+        moved += script("drain_overflow")(
+            keys=[keys.overflow(klass), queue.name, *keys.priority_lists(queue.name)[1:]],
+            args=[queue.capacity, DRAIN_LIMIT],
+        )
+    return moved

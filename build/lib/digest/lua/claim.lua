@@ -1,0 +1,22 @@
+-- Claim up to ARGV[4] pending fold keys for one flush: each fold hash is renamed under the flush id,
+-- so a fold that arrives afterwards starts a fresh hash and lands in the next digest.
+-- Key names below the prefix are derived here because the members are only known inside the script;
+-- Sluice runs on a single Redis (kombu's broker needs one anyway), never on Redis Cluster.
+-- KEYS[1]  pending zset
+-- KEYS[2]  claims zset: flush id -> lease expiry
+-- KEYS[3]  this flush's claim set (members it holds)
+-- ARGV[1]  key prefix, "sluice:digest:"
+-- ARGV[2]  flush id
+-- ARGV[3]  lease expiry (seconds since the epoch): after it another flusher may take the claim over
+-- ARGV[4]  the most keys to claim
+-- Returns  the claimed members
+local members = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[4]) - 1)
+for _, member in ipairs(members) do
+  redis.call('RENAME', ARGV[1] .. 'fold:' .. member, ARGV[1] .. 'claimed:' .. ARGV[2] .. ':' .. member)
+  redis.call('SADD', KEYS[3], member)
+  redis.call('ZREM', KEYS[1], member)
+end
+if #members > 0 then
+  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+end
+return members

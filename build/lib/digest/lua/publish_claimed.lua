@@ -1,0 +1,25 @@
+-- Publish one claimed fold's digest message and release the claim, together or not at all:
+-- a key is either still claimed or published, never both, so no flush can send it twice.
+-- KEYS[1]   the claimed fold hash
+-- KEYS[2]   the flush's claim set
+-- KEYS[3]   the counters hash
+-- KEYS[4]   the target queue's list
+-- KEYS[5..] the queue's priority sub-lists, counted in the depth
+-- ARGV[1]   capacity of the queue
+-- ARGV[2]   the claim-set member
+-- ARGV[3]   the message
+-- ARGV[4]   the counter field for a published digest message
+-- Returns   1 published; 0 the queue is full (the claim stays); -1 already published by another flusher
+--! include depth
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('SREM', KEYS[2], ARGV[2])
+  return -1
+end
+if depth(4) >= tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('LPUSH', KEYS[4], ARGV[3])
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[2])
+redis.call('HINCRBY', KEYS[3], ARGV[4], 1)
+return 1

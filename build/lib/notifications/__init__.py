@@ -1,0 +1,36 @@
+"""Sluice's public API: notify(), notify_on_commit(), Outcome and Rejected."""
+
+from .exceptions import (
+    InvalidEntityId,
+    InvalidPayload,
+    NotifyError,
+    PayloadTooLarge,
+    Rejected,
+    Unavailable,
+    UnknownKind,
+    UnknownUser,
+)
+from .outcome import Outcome
+
+__all__ = [
+    "InvalidEntityId",
+    "InvalidPayload",
+    "NotifyError",
+    "Outcome",
+    "PayloadTooLarge",
+    "Rejected",
+    "Unavailable",
+    "UnknownKind",
+    "UnknownUser",
+    "notify",
+    "notify_on_commit",
+]
+
+
+def __getattr__(name):
+    # notify touches models, which cannot be imported while Django loads its apps.
+    if name in ("notify", "notify_on_commit"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(name)

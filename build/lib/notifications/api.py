@@ -1,0 +1,118 @@
+"""notify() and notify_on_commit(): validate an event completely, then publish it or raise."""
+
+import json
+import uuid
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from pipeline.conf import sluice_settings
+
+from .exceptions import InvalidEntityId, InvalidPayload, PayloadTooLarge, UnknownUser
+from .kinds import get_kind
+from .policy import Event, publish_event
+
+# Far deeper than any notification needs, and far below the interpreter's recursion limit (1000).
+MAX_PAYLOAD_DEPTH = 64
+
+
+def notify(user, kind, *, entity_id, payload=None):
+    """Send a notification of ``kind`` about ``entity_id`` to ``user`` (a User or its pk).
+
+    Returns an Outcome: ACCEPTED (queued), or, when the class queue is full, FOLDED (routine, into the
+    digest), COLLAPSED (background, latest state kept) or DEFERRED (routine for a user who opted out
+    of digests: waits in a bounded overflow). A critical event that finds no room within its wait
+    budget raises Rejected, as does a deferred one whose overflow is full too. Bad input raises a
+    NotifyError subclass, and then nothing is published.
+    """
+    return publish_event(_validate(user, kind, entity_id, payload))
+
+
+def notify_on_commit(user, kind, *, entity_id, payload=None, using=None):
+    """Validate now, and publish only if the surrounding transaction commits.
+
+    Validation errors raise here. A Rejected at commit time propagates from the commit, so the
+    caller still sees it.
+    """
+    event = _validate(user, kind, entity_id, payload)
+    transaction.on_commit(lambda: publish_event(event), using=using)
+
+
+def _validate(user, kind, entity_id, payload):
+    conf = sluice_settings()
+    kind_obj = get_kind(kind)
+    entity_id = _entity_id(entity_id, conf.max_entity_id_length)
+    payload_json = _payload_json(payload, conf.max_payload_bytes)
+    user_id = _user_id(user)
+    return Event(kind_obj, uuid.uuid4().hex, user_id, entity_id, payload_json)
+
+
+def _entity_id(entity_id, limit):
+    if isinstance(entity_id, int) and not isinstance(entity_id, bool):
+        try:
+            entity_id = str(entity_id)
+        except ValueError:  # over Python's int-to-str digit limit (4300), so far over any length limit
+            raise InvalidEntityId(
+                f"entity_id is an integer too large to convert; the limit is {limit} characters"
+            ) from None
+    if not isinstance(entity_id, str):
+        raise InvalidEntityId(f"entity_id must be a string, got {type(entity_id).__name__}")
+    if not entity_id.strip():
+        raise InvalidEntityId("entity_id must not be empty")
+    if len(entity_id) > limit:
+        raise InvalidEntityId(f"entity_id is {len(entity_id)} characters; the limit is {limit}")
+    if any(ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF for c in entity_id):
+        raise InvalidEntityId("entity_id must not contain control characters or lone surrogates")
+    return entity_id
+
+
+def _payload_json(payload, limit):
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, dict):
+        raise InvalidPayload(f"payload must be a dict, got {type(payload).__name__}")
+    try:
+        text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidPayload(f"payload is not JSON-serialisable: {exc}") from None
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidPayload("payload contains text that is not valid Unicode (a lone surrogate)") from None
+    if size > limit:
+        raise PayloadTooLarge(f"payload is {size} bytes as JSON; SLUICE_MAX_PAYLOAD_BYTES is {limit}")
+    _check_depth(payload, MAX_PAYLOAD_DEPTH)
+    return text
+
+
+def _check_depth(payload, limit):
+    # json.dumps here and json.loads in the worker recurse, so without a bound of its own whether a deep payload
+    # passes depends on how deep each caller's stack already is: one accepted here could fail to decode there.
+    stack = [(payload, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            raise InvalidPayload(f"payload is nested more than {limit} levels deep")
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
+
+
+def _user_id(user):
+    User = get_user_model()
+    if isinstance(user, User):
+        if user.pk is None:
+            raise UnknownUser("user has no primary key: save it before notifying it")
+        return _json_pk(user.pk)
+    if isinstance(user, bool) or not isinstance(user, (int, str, uuid.UUID)):
+        raise UnknownUser(f"user must be a {User.__name__} or its primary key, got {type(user).__name__}")
+    try:
+        exists = User._default_manager.filter(pk=user).exists()
+    except (ValueError, TypeError):
+        exists = False
+    if not exists:
+        raise UnknownUser(f"no {User.__name__} with primary key {user!r}")
+    return _json_pk(User._meta.pk.to_python(user))
+
+
+def _json_pk(pk):
+    return pk if isinstance(pk, int) else str(pk)

@@ -1,0 +1,22 @@
+"""Delivery channel backends, chosen by dotted path in SLUICE_CHANNELS (like EMAIL_BACKEND)."""
+
+from functools import cache
+
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.utils.module_loading import import_string
+
+from pipeline.conf import sluice_settings
+
+
+@cache
+def get_channel(name):
+    """The backend instance for channel ``name``, built once per process from SLUICE_CHANNELS."""
+    conf = sluice_settings().channels[name]
+    return import_string(conf.backend)(name=name, **conf.options)
+
+
+@receiver(setting_changed)
+def _reset(setting, **kwargs):
+    if setting == "SLUICE_CHANNELS":
+        get_channel.cache_clear()

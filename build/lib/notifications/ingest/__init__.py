@@ -1,0 +1,1 @@
+"""HTTP ingest: other services send notifications with POST /api/notifications/ and a bearer token."""

@@ -1,0 +1,189 @@
+"""POST /api/notifications/: authenticate, rate-limit, read the JSON body, then notify() and answer in JSON."""
+
+import json
+import logging
+import math
+import traceback
+
+from django.http import JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from kombu.exceptions import OperationalError as BrokerError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from notifications import exceptions
+from pipeline.conf import sluice_settings
+
+from .auth import AuthenticationFailed, authenticate
+from .ratelimit import take
+
+logger = logging.getLogger("sluice.ingest")
+
+REQUIRED = ("user", "kind", "entity_id")
+FIELDS = (*REQUIRED, "payload")
+# Room in the body for the other fields, and for a client's \uXXXX escapes, which can double the payload's
+# size against the UTF-8 JSON that SLUICE_MAX_PAYLOAD_BYTES measures. notify() then checks the payload exactly.
+BODY_MARGIN_BYTES = 4096
+OUTAGE_RETRY_AFTER_S = 5
+MAX_DETAIL_CHARS = 500
+# Most specific first: PayloadTooLarge is an InvalidPayload.
+NOTIFY_ERRORS = (
+    (exceptions.PayloadTooLarge, 413, "payload_too_large"),
+    (exceptions.InvalidPayload, 400, "invalid_payload"),
+    (exceptions.UnknownKind, 400, "unknown_kind"),
+    (exceptions.UnknownUser, 400, "unknown_user"),
+    (exceptions.InvalidEntityId, 400, "invalid_entity_id"),
+    (exceptions.NotifyError, 400, "invalid_notification"),
+)
+OUTAGES = (RedisConnectionError, RedisTimeoutError, BrokerError, exceptions.QueueCeilingReached, exceptions.Unavailable)
+
+
+class Refusal(Exception):
+    """An answer other than 202: status, error code, a detail for the client, and extra headers."""
+
+    def __init__(self, status, code, detail, headers=None):
+        super().__init__(detail)
+        self.status, self.code, self.detail, self.headers = status, code, detail, headers or {}
+
+
+def body_limit():
+    """The largest request body read, in bytes."""
+    return 2 * sluice_settings().max_payload_bytes + BODY_MARGIN_BYTES
+
+
+@csrf_exempt  # Safe because only the Authorization header authenticates: a browser never sends it by itself.
+def ingest(request):
+    """Publish one notification for another service; see docs/ingest.md."""
+    from notifications.api import notify
+
+    token = None
+    try:
+        if request.method != "POST":
+            raise Refusal(405, "method_not_allowed", "use POST", {"Allow": "POST"})
+        token = _authenticate(request)
+        _rate_limit(token)
+        event = _read_event(request)
+        if not token.allows(event["kind"]):
+            raise Refusal(403, "kind_not_allowed", f"this token may not send kind {_short(repr(event['kind']))}")
+        outcome = notify(event["user"], event["kind"], entity_id=event["entity_id"], payload=event.get("payload"))
+    except Refusal as refusal:
+        return _refuse(token, refusal)
+    except exceptions.NotifyError as exc:
+        status, code = next((s, c) for cls, s, c in NOTIFY_ERRORS if isinstance(exc, cls))
+        return _refuse(token, Refusal(status, code, str(exc)))
+    except exceptions.Rejected as exc:
+        headers = {"Retry-After": str(_seconds(exc.retry_after))}
+        return _refuse(token, Refusal(503, "rejected", str(exc), headers))
+    except OUTAGES:
+        detail = "the notification service is temporarily unavailable; retry later"
+        return _refuse(token, Refusal(503, "unavailable", detail, {"Retry-After": str(OUTAGE_RETRY_AFTER_S)}))
+    except Exception as exc:  # noqa: BLE001 - the client gets a plain 500, the log gets the stack
+        # The frames, not the message: an exception's message may carry a user id or the payload.
+        logger.error(
+            "ingest token=%s error=internal exception=%s\n%s",
+            _name(token),
+            type(exc).__qualname__,
+            "".join(traceback.format_tb(exc.__traceback__)).rstrip(),
+        )
+        return _json(500, {"error": "internal", "detail": "internal error; it has been logged"})
+    return _json(202, {"outcome": str(outcome)})
+
+
+def _authenticate(request):
+    try:
+        return authenticate(request)
+    except AuthenticationFailed as exc:
+        challenge = 'Bearer error="invalid_token"' if "Authorization" in request.headers else "Bearer"
+        raise Refusal(401, "unauthorized", str(exc), {"WWW-Authenticate": challenge}) from None
+
+
+def _rate_limit(token):
+    wait = take(token)
+    if wait:
+        detail = f"over this token's limit of {token.rate_per_second:g} requests/s (burst {token.burst})"
+        raise Refusal(429, "rate_limited", detail, {"Retry-After": str(_seconds(wait))})
+
+
+def _read_event(request):
+    if request.content_type != "application/json":
+        raise Refusal(415, "unsupported_media_type", "the body must be JSON, sent as Content-Type: application/json")
+    if request.content_params.get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
+        raise Refusal(415, "unsupported_media_type", "the body must be UTF-8 JSON")
+    limit = body_limit()
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise Refusal(400, "invalid_request", "Content-Length is not a number") from None
+    if declared > limit:
+        raise Refusal(413, "body_too_large", f"the body is {declared} bytes; the limit is {limit}")
+    try:
+        body = request.read(limit + 1)
+    except OSError:
+        raise Refusal(400, "invalid_request", "the body could not be read") from None
+    if len(body) > limit:
+        raise Refusal(413, "body_too_large", f"the body is over the limit of {limit} bytes")
+    data = _parse(body)
+    if not isinstance(data, dict):
+        raise Refusal(400, "invalid_request", f"the body must be a JSON object, got {_json_type(data)}")
+    missing = [f for f in REQUIRED if f not in data]
+    if missing:
+        raise Refusal(400, "invalid_request", f"missing field(s): {', '.join(missing)}")
+    unknown = sorted(repr(f) for f in data if f not in FIELDS)
+    if unknown:
+        raise Refusal(400, "invalid_request", _short(f"unknown field(s) {', '.join(unknown)}; the fields are {FIELDS}"))
+    return data
+
+
+def _parse(body):
+    if not body:
+        raise Refusal(400, "invalid_json", "the body is empty")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Refusal(400, "invalid_json", f"the body is not UTF-8: {exc.reason} at byte {exc.start}") from None
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise Refusal(400, "invalid_json", "the body is nested too deeply") from None
+    except ValueError as exc:
+        raise Refusal(400, "invalid_json", _short(f"the body is not valid JSON: {exc}")) from None
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_type(value):
+    names = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def _refuse(token, refusal):
+    level = logging.WARNING if refusal.status >= 500 else logging.INFO
+    logger.log(level, "ingest token=%s error=%s", _name(token), refusal.code)
+    response = _json(refusal.status, {"error": refusal.code, "detail": _short(refusal.detail)})
+    for header, value in refusal.headers.items():
+        response[header] = value
+    return response
+
+
+def _json(status, body):
+    response = JsonResponse(body, status=status)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _seconds(value):
+    """Whole seconds for Retry-After: rounded up, at least 1."""
+    try:
+        return max(1, math.ceil(value))
+    except (TypeError, ValueError, OverflowError):
+        return OUTAGE_RETRY_AFTER_S
+
+
+def _short(text):
+    return text if len(text) <= MAX_DETAIL_CHARS else text[: MAX_DETAIL_CHARS - 1] + "…"
+
+
+def _name(token):
+    return token.name if token is not None else "-"

@@ -1,0 +1,15 @@
+"""What notify() did with an event."""
+
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    """The outcome of one notify() call; refusal is the Rejected exception, not an outcome."""
+
+    ACCEPTED = "accepted"  # queued for individual delivery
+    FOLDED = "folded"  # went into the digest
+    COLLAPSED = "collapsed"  # background: only the latest state per key is kept
+    DEFERRED = "deferred"  # opted-out user, queue full: waits in the overflow for room
+
+    def __str__(self):
+        return self.value

@@ -1,0 +1,14 @@
+"""Render a kind's Django template into a subject (its first line) and a body (the rest)."""
+
+from django.template.loader import select_template
+
+DEFAULT_TEMPLATE = "sluice/default.txt"
+DEFAULT_DIGEST_TEMPLATE = "sluice/digest/default.txt"
+
+
+def render(kind, context, digest=False):
+    """Return (subject, body) for ``kind``: its own template, or the default one when it has none."""
+    names = [kind.digest_template, DEFAULT_DIGEST_TEMPLATE] if digest else [kind.template, DEFAULT_TEMPLATE]
+    text = select_template(names).render(context)
+    subject, _, body = text.strip().partition("\n")
+    return subject.strip(), body.strip()

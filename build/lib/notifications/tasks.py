@@ -1,0 +1,226 @@
+"""The send tasks, one per class: render an event and hand it to each of its channels once.
+
+No path out of a send task acks a message it did not handle. A send goes out, or the message is
+retried (republished with backoff), put back at the end of its queue (its channel is busy), requeued
+(a retry could not be published), or dead-lettered with its reason (pipeline.deadletters).
+"""
+
+import logging
+import math
+import time
+
+from celery.exceptions import Ignore, Reject, Retry
+from redis.exceptions import RedisError
+
+from pipeline import deadletters, gate, keys, metrics
+from pipeline.celery import app
+from pipeline.conf import CLASSES, sluice_settings
+from pipeline.queues import send_task_name
+from pipeline.republish import republish
+from pipeline.signals import PUBLISHED_AT
+from pipeline.store import script
+
+from .channels import get_channel
+from .channels.base import Message, PermanentSendError
+from .render import render
+
+logger = logging.getLogger("sluice.send")
+
+# A claim outlives any single send attempt but expires no later than the broker's visibility
+# timeout hands the message to another worker, so a crashed sender's claim never blocks a resend
+# for longer than that: claim_ttl() caps it at the visibility timeout when that is shorter.
+CLAIM_TTL_S = 120
+# A "sent" mark must outlive any redelivery of its message: the visibility timeout (300 s), retry
+# backoffs, a flusher's lease, time back in a queue. An hour covers them all; at 55 sends a second a
+# week of marks would hold about 6 GB of Redis (bench soak measured 184 bytes a mark).
+SENT_TTL_S = 3600
+MAX_RETRIES = 5
+MAX_BACKOFF_S = 60
+
+
+def claim_ttl():
+    """Seconds a send claim lives: CLAIM_TTL_S, or the broker's visibility timeout when that is shorter."""
+    visibility = (app.conf.broker_transport_options or {}).get("visibility_timeout", CLAIM_TTL_S)
+    return max(1, min(CLAIM_TTL_S, int(visibility)))
+
+
+class ClaimedElsewhere(Exception):
+    """Another worker holds the send claim, or died holding it and the claim has not expired."""
+
+    def __init__(self, message, expires_in_s):
+        super().__init__(message)
+        self.expires_in_s = expires_in_s
+
+
+class Retrying(Exception):
+    """What a retry tells Celery's events and Flower: the error's type, never its text, which may quote a
+    provider's answer about the recipient."""
+
+
+def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, channels=None, **extra):
+    """Render the event and send it on every channel of its kind (or the ``channels`` still to send)."""
+    kind_obj = sluice_settings().kinds.get(kind)
+    if kind_obj is None:
+        # Settings changed between publish and send: kept for a replay once the kind is back.
+        dead_letter(task, "unknown_kind", f"kind {kind!r} is no longer registered", channels)
+    context = {"kind": kind, "entity_id": entity_id, "payload": payload, "count": count, **extra}
+    # A routine fold of several events is a digest; a background collapse shows only the latest state.
+    subject, body = render(kind_obj, context, digest=count > 1 and kind_obj.klass == "routine")
+    failed = []
+    for channel in kind_obj.channels:
+        if channels is not None and channel not in channels:
+            continue
+        message = Message(
+            id=notification_id,
+            channel=channel,
+            kind=kind,
+            klass=kind_obj.klass,
+            user_id=user_id,
+            entity_id=entity_id,
+            subject=subject,
+            body=body,
+            payload=payload,
+            count=count,
+            first_seen=extra.get("first_seen"),
+        )
+        try:
+            send_once(message)
+        except PermanentSendError as exc:
+            # Kept at once, not at the end: a retry raised below would skip this channel as done.
+            keep(task, "permanent", exc, [channel])
+        except ClaimedElsewhere as exc:
+            # Try again once the claim has expired: a sender that died holding it frees it then.
+            retry(task, exc, exc.expires_in_s, channels)
+        except gate.GateTimeout as exc:
+            # Back to the end of the queue at once (no ETA, no retry counted): the worker takes other
+            # channels' sends meanwhile, and the message keeps the time it was first published.
+            republish_message(task, task.request.retries, 0, channels)
+            raise Retry(exc=Retrying(type(exc).__name__), when=0) from None
+        except Exception as exc:  # noqa: BLE001 - any backend failure is retried, then dead-lettered
+            logger.warning("send %s on %s failed, will retry: %s", notification_id, channel, _why(exc))
+            failed.append((channel, exc))
+    metrics.count(metrics.processed_field(kind_obj.klass))
+    if failed:
+        retry(task, failed[0][1], backoff(task), [channel for channel, _exc in failed])
+
+
+def send_once(message):
+    """Send ``message`` unless this notification already went out on this channel.
+
+    The claim is atomic (claim_send.lua); a redelivered message finds "sent" and stops.
+    """
+    key = keys.sent(message.id, message.channel)
+    previous, left_ms = script("claim_send")(keys=[key], args=[claim_ttl()])
+    if previous == b"sent":
+        metrics.count(metrics.sent_field(message.channel, message.klass, "duplicate"))
+        return False
+    if previous == b"sending":
+        expires_in_s = max(1, math.ceil(left_ms / 1000)) if left_ms > 0 else claim_ttl()
+        raise ClaimedElsewhere(f"{message.id} on {message.channel} is being sent elsewhere", expires_in_s)
+    status, started = "failed", None
+    try:
+        with gate.slot(message.channel, message.klass, message.payload):
+            started = time.perf_counter()
+            get_channel(message.channel).send(message)
+        status = "sent"
+    except PermanentSendError:
+        status = "rejected"
+        raise
+    finally:
+        seconds = time.perf_counter() - started if started is not None else None
+        try:
+            metrics.finish_send(key, message.channel, message.klass, status, seconds, SENT_TTL_S)
+        except RedisError as exc:
+            # After a send that went out, failing here would send it again; the claim expires by itself
+            # (claim_ttl), which is the most a redelivery waits.
+            logger.warning("send %s on %s: its end was not recorded: %s", message.id, message.channel, _why(exc))
+    return True
+
+
+def backoff(task):
+    """Seconds before the next attempt: 1, 2, 4 ... up to MAX_BACKOFF_S."""
+    return min(2**task.request.retries, MAX_BACKOFF_S)
+
+
+def retry(task, exc, countdown, channels=None):
+    """Retry in ``countdown`` seconds, or dead-letter once MAX_RETRIES attempts have failed. Always raises."""
+    if task.request.retries >= MAX_RETRIES:
+        dead_letter(task, "retries_exhausted", exc, channels)
+    republish_message(task, task.request.retries + 1, countdown, channels)
+    raise Retry(exc=Retrying(type(exc).__name__), when=countdown) from None
+
+
+def republish_message(task, retries, countdown, channels):
+    """Publish this message again; when that fails (the queue at its ceiling, Redis down) requeue the original."""
+    kwargs = dict(task.request.kwargs)
+    if channels is not None:
+        kwargs["channels"] = list(channels)
+    try:
+        republish(
+            class_of(task),
+            task.request.id,
+            kwargs,
+            published_at=getattr(task.request, PUBLISHED_AT, None) or time.time(),
+            retries=retries,
+            countdown=countdown,
+        )
+    except Exception as exc:  # noqa: BLE001 - whatever kept the retry out, the original must not be dropped
+        raise Reject(f"retry not published ({_why(exc)}); the message is requeued", requeue=True) from None
+
+
+def dead_letter(task, reason, error, channels=None):
+    """Keep the message in the dead letters and ack it (raises Ignore); requeue it when that fails."""
+    keep(task, reason, error, channels)
+    raise Ignore()
+
+
+def keep(task, reason, error, channels):
+    """Add the message to the dead letters, or requeue it when they cannot be written."""
+    try:
+        letter = deadletters.add(
+            task.name, class_of(task), dict(task.request.kwargs), reason, error, task.request.retries + 1, channels
+        )
+    except Exception as exc:  # noqa: BLE001 - not kept means not handled: the original goes back
+        raise Reject(f"dead letter not written ({_why(exc)}); the message is requeued", requeue=True) from None
+    logger.warning("notification %s dead-lettered (%s): %s", letter.notification_id, reason, letter.error)
+
+
+def class_of(task):
+    """The class of a send task, from its name (sluice.send.<class>)."""
+    return task.name.rsplit(".", 1)[-1]
+
+
+def _why(exc):
+    return f"{type(exc).__name__}: {exc}"
+
+
+def run(task, kwargs):
+    """The body of every send task: deliver, and turn anything unexpected into a retry."""
+    try:
+        deliver(task, **kwargs)
+    except (Retry, Reject, Ignore):
+        raise
+    except Exception as exc:
+        logger.warning("send %s failed unexpectedly, will retry", kwargs.get("notification_id"), exc_info=True)
+        retry(task, exc, backoff(task), kwargs.get("channels"))
+
+
+def _register(klass):
+    def send(self, **kwargs):
+        return run(self, kwargs)
+
+    send.__name__ = f"send_{klass}"
+    return app.task(
+        send,
+        name=send_task_name(klass),
+        bind=True,
+        # Acked after the send: a worker that dies mid-send leaves the message to be redelivered,
+        # and send_once makes the redelivery harmless. On Redis an early ack saves no round trip.
+        acks_late=True,
+        # Only critical runs in prefork children; a child lost mid-send requeues its message.
+        reject_on_worker_lost=klass == "critical",
+        ignore_result=True,
+    )
+
+
+send_tasks = {klass: _register(klass) for klass in CLASSES}

@@ -1,0 +1,40 @@
+"""Bounded admission at the broker: one atomic check-and-push per message, and the count of refusals.
+
+What a class does when its queue is full (wait, fold, collapse) is the class policy's business
+(notifications.policy); the engine only tells it whether there was room.
+"""
+
+from functools import lru_cache
+
+from . import keys
+from .errors import QueueCeilingReached
+from .metrics import notifications_field
+from .store import script
+
+PUSHED, FULL, CEILING = 1, 0, -1
+
+
+def push(queue, message, klass):
+    """Push ``message`` if ``queue`` has room: return PUSHED or FULL. Raise at the ceiling."""
+    status = script("admit")(
+        keys=_admit_keys(queue.name),
+        args=[queue.capacity, queue.ceiling, message, notifications_field(klass, "accepted")],
+    )
+    if status == CEILING:
+        raise QueueCeilingReached(f"queue {queue.name!r} is at its hard ceiling of {queue.ceiling} messages")
+    return status
+
+
+@lru_cache(maxsize=16)
+def _admit_keys(queue_name):
+    return [keys.counters(), *keys.priority_lists(queue_name)]
+
+
+def count_rejection(klass, burst_window_s):
+    """Count a refused event; return True when it opens a burst of refusals (so the caller logs it once)."""
+    return bool(
+        script("reject")(
+            keys=[keys.counters(), keys.rejected_burst(klass)],
+            args=[notifications_field(klass, "rejected"), burst_window_s],
+        )
+    )

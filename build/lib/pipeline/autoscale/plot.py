@@ -1,0 +1,50 @@
+"""The PNG: replicas, queue latency and depth over time, one column per class, one line per policy."""
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on servers or in CI
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .traces import CLASSES
+
+COLOURS = {"windowed_latency": "tab:blue", "instant_depth": "tab:orange", "fixed_peak": "tab:grey"}
+
+
+def _downsample(values, seconds_per_point):
+    """Per-second values as the max of each bucket, so short peaks stay visible in long traces."""
+    if seconds_per_point <= 1:
+        return values
+    usable = len(values) // seconds_per_point * seconds_per_point
+    return values[:usable].reshape(-1, seconds_per_point).max(axis=1)
+
+
+def plot(runs, scaling, path, title):
+    """Write the plot of ``runs`` (``{policy: {class: ClassRun}}``) to ``path``."""
+    seconds = len(next(iter(runs.values()))["routine"].replicas)
+    step = max(1, seconds // 2000)
+    hours = seconds > 4 * 3600
+    unit, scale = ("h", 3600.0) if hours else ("min", 60.0)
+    fig, axes = plt.subplots(3, len(CLASSES), figsize=(15, 9), sharex=True, squeeze=False)
+    for col, klass in enumerate(CLASSES):
+        target = scaling.classes[klass].target
+        for policy, by_class in runs.items():
+            run = by_class[klass]
+            x = np.arange(0, len(run.replicas) // step * step, step) / scale
+            kwargs = {"color": COLOURS.get(policy), "linewidth": 0.9, "label": policy}
+            axes[0][col].step(x, _downsample(run.replicas, step), where="post", **kwargs)
+            axes[1][col].plot(x, _downsample(run.latency, step), **kwargs)
+            axes[2][col].plot(x, _downsample(run.depth, step), **kwargs)
+        axes[0][col].set_title(f"{klass} (target {target:g} s)")
+        axes[1][col].axhline(target, color="red", linestyle="--", linewidth=0.8, label="target")
+        axes[2][col].set_xlabel(f"time ({unit})")
+    for row, label in enumerate(("replicas", "queue latency (s)", "queue depth")):
+        axes[row][0].set_ylabel(label)
+    axes[0][0].legend(loc="upper left", fontsize="small")
+    axes[1][0].legend(loc="upper left", fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

@@ -1,0 +1,119 @@
+"""Arrival traces: events per second per class, built in (incident, diurnal) or read from a CSV file."""
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+CLASSES = ("critical", "routine", "background")
+# The traffic mix of DESIGN.md: reminders and OTPs, task events, board noise.
+MIX = {"critical": 0.06, "routine": 0.80, "background": 0.14}
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Arrivals per second: ``arrivals[klass][s]`` events of that class arrive during second ``s``."""
+
+    name: str
+    arrivals: dict
+
+    @property
+    def seconds(self):
+        return len(self.arrivals[CLASSES[0]])
+
+    def peak_rate(self, klass, window_s=60):
+        """The highest mean arrival rate of ``klass`` over any ``window_s`` seconds, in events/s."""
+        counts = self.arrivals[klass].astype(float)
+        if len(counts) <= window_s:
+            return float(counts.sum()) / max(len(counts), 1)
+        sums = np.convolve(counts, np.ones(window_s), mode="valid")
+        return float(sums.max()) / window_s
+
+
+def _poisson_by_mix(rng, total_rate):
+    """Poisson arrivals per second for each class, from a total rate per second split by MIX."""
+    return {k: rng.poisson(total_rate * MIX[k]).astype(np.int64) for k in CLASSES}
+
+
+def incident(seed=7, duration_s=1800, burst_at_s=300):
+    """The incident: 90 events/min of steady traffic, then 9,360 events in 40 s (6/80/14 %)."""
+    rng = np.random.default_rng(seed)
+    arrivals = _poisson_by_mix(rng, np.full(duration_s, 90 / 60))
+    burst_s = 40
+    # Exactly 9,360 events, spread evenly over the burst's seconds and split by the mix.
+    cells = [MIX[k] / burst_s for k in CLASSES for _ in range(burst_s)]
+    counts = rng.multinomial(9360, cells).reshape(len(CLASSES), burst_s)
+    for i, klass in enumerate(CLASSES):
+        arrivals[klass][burst_at_s : burst_at_s + burst_s] += counts[i]
+    return Trace("incident", arrivals)
+
+
+def diurnal_rate(seconds, trough=3.0, peak=250.0):
+    """Total events/s over a day: ``trough`` at night, a raised cosine from 06:00 to 22:00 peaking at 14:00."""
+    hours = np.arange(seconds) / 3600.0
+    phase = np.clip((hours - 6.0) / 16.0, 0.0, 1.0)
+    return trough + (peak - trough) * 0.5 * (1.0 - np.cos(2.0 * math.pi * phase))
+
+
+def diurnal(seed=7, duration_s=86400, spikes_per_hour=1.0):
+    """A working day of traffic with local spikes (bulk edits) that double the rate for 20-60 s.
+
+    Spikes arrive as a Poisson process between 08:00 and 20:00. They are the "local spikes" that
+    scaling on instant depth chases and scaling on windowed latency should ride out.
+    """
+    rng = np.random.default_rng(seed)
+    rate = diurnal_rate(duration_s)
+    start, end = 8 * 3600, min(20 * 3600, duration_s)
+    t = float(start)
+    while end > start and spikes_per_hour > 0:
+        t += rng.exponential(3600.0 / spikes_per_hour)
+        if t >= end:
+            break
+        length = int(rng.integers(20, 61))
+        rate[int(t) : int(t) + length] *= 2.0
+    return Trace("diurnal", _poisson_by_mix(rng, rate))
+
+
+def from_csv(path):
+    """A trace from a CSV file with a header naming ``second`` and any of the class columns.
+
+    Each row gives the events of each class arriving during that second; missing seconds and
+    missing class columns count as zero.
+    """
+    path = Path(path)
+    rows = []
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        if not reader.fieldnames or "second" not in reader.fieldnames:
+            raise ValueError(f"{path}: the header must name a 'second' column")
+        unknown = set(reader.fieldnames) - {"second", *CLASSES}
+        if unknown:
+            raise ValueError(f"{path}: unknown columns {sorted(unknown)}; use second and {list(CLASSES)}")
+        for line, row in enumerate(reader, start=2):
+            try:
+                second = int(row["second"])
+                counts = {k: int(row.get(k) or 0) for k in CLASSES}
+            except ValueError as exc:
+                raise ValueError(f"{path}:{line}: {exc}") from exc
+            if second < 0 or any(v < 0 for v in counts.values()):
+                raise ValueError(f"{path}:{line}: seconds and counts must not be negative")
+            rows.append((second, counts))
+    if not rows:
+        raise ValueError(f"{path}: no rows")
+    length = max(second for second, _ in rows) + 1
+    arrivals = {k: np.zeros(length, dtype=np.int64) for k in CLASSES}
+    for second, counts in rows:
+        for klass, n in counts.items():
+            arrivals[klass][second] += n
+    return Trace(path.stem, arrivals)
+
+
+def load(name, seed=7):
+    """``incident``, ``diurnal``, or the path of a CSV file."""
+    if name == "incident":
+        return incident(seed=seed)
+    if name == "diurnal":
+        return diurnal(seed=seed)
+    return from_csv(name)

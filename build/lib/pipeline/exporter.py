@@ -1,0 +1,230 @@
+"""The exporter: Prometheus text on /metrics, and KEDA metrics-api JSON on /scaler/<queue>."""
+
+import json
+import logging
+import math
+import threading
+import time
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from redis.exceptions import RedisError
+
+from . import keys
+from .conf import CLASSES, sluice_settings
+from .depth import snapshot
+from .latency import oldest_ages
+from .metrics import (
+    BUCKETS,
+    DEAD_LETTER_REASONS,
+    DEAD_LETTERS_DROPPED,
+    DEAD_LETTERS_REPLAYED,
+    OUTCOMES,
+    dead_letter_field,
+    read_counters,
+)
+from .store import get_redis
+from .window import class_of, sample, window
+
+logger = logging.getLogger("sluice.exporter")
+
+
+class SluiceCollector:
+    """Reads everything from Redis at scrape time, in a few round trips, so any replica reports the same."""
+
+    def __init__(self, window_s):
+        self.window_s = window_s
+
+    def collect(self):
+        client = get_redis()
+        now = time.time()
+        queues = snapshot(client)
+        ages = oldest_ages(client, [q["queue"] for q in queues.values()], now)
+        counters = read_counters(client)
+        depth = GaugeMetricFamily(
+            "sluice_queue_depth", "Messages admitted that no worker has started", labels=["queue"]
+        )
+        capacity = GaugeMetricFamily("sluice_queue_capacity", "Admission bound of the queue", labels=["queue"])
+        latency = GaugeMetricFamily(
+            "sluice_queue_latency_seconds",
+            "Age of the oldest waiting message (from published_at, or a past ETA)",
+            labels=["queue"],
+        )
+        windowed = GaugeMetricFamily(
+            "sluice_queue_latency_window_seconds",
+            f"Queue latency over the last {self.window_s:g} s",
+            labels=["queue", "stat"],
+        )
+        drain = GaugeMetricFamily(
+            "sluice_drain_time_seconds", "Depth divided by the throughput over the window", labels=["queue"]
+        )
+        busy = GaugeMetricFamily(
+            "sluice_busy_slots",
+            "Worker slots the arriving work keeps busy over the window (arrivals x send time)",
+            labels=["queue"],
+        )
+        for queue in queues.values():
+            name = queue["queue"]
+            stats = window(name, self.window_s, now, client)
+            depth.add_metric([name], queue["depth"])
+            capacity.add_metric([name], queue["capacity"])
+            latency.add_metric([name], ages[name])
+            windowed.add_metric([name, "avg"], stats.latency_avg_s)
+            windowed.add_metric([name, "max"], stats.latency_max_s)
+            drain.add_metric([name], stats.drain_time_s)
+            busy.add_metric([name], stats.busy_slots)
+        yield from (depth, capacity, latency, windowed, drain, busy)
+        yield from self._counters(counters)
+        pending = GaugeMetricFamily("sluice_digest_pending_keys", "Fold keys waiting for a flush")
+        pending.add_metric([], client.zcard(keys.pending()))
+        yield pending
+        kept = GaugeMetricFamily("sluice_dead_letters", "Dead letters kept (bounded by SLUICE_DEAD_LETTERS_MAX)")
+        kept.add_metric([], client.zcard(keys.dead_letters()))
+        yield kept
+
+    def _counters(self, counters):
+        notifications = CounterMetricFamily(
+            "sluice_notifications", "Events by class and what admission did", labels=["class", "outcome"]
+        )
+        for klass in CLASSES:
+            for outcome in OUTCOMES:
+                notifications.add_metric([klass, outcome], counters.get(f"notifications:{klass}:{outcome}", 0))
+        yield notifications
+        sent = CounterMetricFamily(
+            "sluice_sent", "Sends by channel, class and status", labels=["channel", "class", "status"]
+        )
+        histograms = {}
+        for field, value in sorted(counters.items()):
+            parts = field.split(":")
+            if parts[0] == "sent" and len(parts) == 4:
+                sent.add_metric(parts[1:], value)
+            elif parts[0] == "send_duration" and len(parts) >= 4:
+                entry = histograms.setdefault((parts[1], parts[2]), {"buckets": {}, "sum": 0.0})
+                if parts[3] == "le":
+                    entry["buckets"][float(parts[4])] = value
+                elif parts[3] == "sum":
+                    entry["sum"] = value
+        yield sent
+        duration = HistogramMetricFamily(
+            "sluice_send_duration_seconds", "Time a channel backend took to send", labels=["channel", "class"]
+        )
+        for labels, entry in histograms.items():
+            running, buckets = 0, []
+            for le in BUCKETS:
+                running += entry["buckets"].get(le, 0)
+                buckets.append(("+Inf" if math.isinf(le) else repr(le), running))
+            duration.add_metric(list(labels), buckets, entry["sum"])
+        yield duration
+        flushes = CounterMetricFamily("sluice_digest_flushes", "Digest flushes run")
+        flushes.add_metric([], counters.get("digest:flushes", 0))
+        yield flushes
+        yield from _dead_letter_counters(counters)
+
+
+def _dead_letter_counters(counters):
+    letters = CounterMetricFamily(
+        "sluice_dead_letters", "Messages dead-lettered, by class and reason", labels=["class", "reason"]
+    )
+    for klass in CLASSES:
+        for reason in DEAD_LETTER_REASONS:
+            letters.add_metric([klass, reason], counters.get(dead_letter_field(klass, reason), 0))
+    yield letters
+    dropped = CounterMetricFamily(
+        "sluice_dead_letters_dropped", "Dead letters dropped, oldest first, because the list was full"
+    )
+    dropped.add_metric([], counters.get(DEAD_LETTERS_DROPPED, 0))
+    yield dropped
+    replayed = CounterMetricFamily("sluice_dead_letters_replayed", "Dead letters put back on their queue")
+    replayed.add_metric([], counters.get(DEAD_LETTERS_REPLAYED, 0))
+    yield replayed
+
+
+def scaler_payload(queue, window_s):
+    """What KEDA's metrics-api trigger reads for ``queue``; None when the queue is unknown."""
+    klass = class_of(queue)
+    if klass is None:
+        return None
+    client = get_redis()
+    now = time.time()
+    stats = window(queue, window_s, now, client)
+    age = oldest_ages(client, [queue], now)[queue]
+    drain = stats.drain_time_s
+    return {
+        "queue": queue,
+        "class": klass,
+        "latency_seconds": round(age, 3),
+        "latency_window_avg_seconds": round(stats.latency_avg_s, 3),
+        "latency_window_max_seconds": round(max(stats.latency_max_s, age), 3),
+        "depth": snapshot(client)[klass]["depth"],
+        "capacity": sluice_settings().queues[klass].capacity,
+        # JSON has no infinity; a queue that is not draining at all reports a day.
+        "drain_time_seconds": round(drain, 3) if math.isfinite(drain) else 86400.0,
+        "busy_slots": round(stats.busy_slots, 3),
+        "window_seconds": window_s,
+    }
+
+
+def application(window_s):
+    """The exporter's WSGI app: /metrics, /scaler/<queue>, and /healthz."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SluiceCollector(window_s))
+    metrics_app = make_wsgi_app(registry)
+
+    def app(environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        try:
+            if path == "/metrics":
+                return metrics_app(environ, start_response)
+            if path.startswith("/scaler/"):
+                payload = scaler_payload(path.removeprefix("/scaler/"), window_s)
+                if payload is None:
+                    return _json(start_response, "404 Not Found", {"error": "unknown queue"})
+                return _json(start_response, "200 OK", payload)
+            if path == "/healthz":
+                return _json(start_response, "200 OK", {"status": "ok"})
+            return _json(start_response, "404 Not Found", {"error": "not found"})
+        except RedisError as exc:
+            logger.warning("Redis unavailable: %s", type(exc).__name__)
+            return _json(start_response, "503 Service Unavailable", {"error": "redis unavailable"})
+
+    return app
+
+
+def _json(start_response, status, body):
+    data = json.dumps(body).encode()
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+    return [data]
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def sampler(window_s, every_s, stop):
+    """Sample the queues every ``every_s`` seconds until ``stop`` is set; Redis errors are logged and survived."""
+    while not stop.is_set():
+        try:
+            sample(window_s)
+        except RedisError as exc:
+            logger.warning("sampling failed, Redis unavailable: %s", type(exc).__name__)
+        stop.wait(every_s)
+
+
+def serve(host, port, window_s, every_s):
+    """Run the sampler in a thread and serve HTTP until interrupted."""
+    stop = threading.Event()
+    thread = threading.Thread(target=sampler, args=(window_s, every_s, stop), daemon=True)
+    thread.start()
+    server = make_server(host, port, application(window_s), server_class=_Server, handler_class=_QuietHandler)
+    try:
+        server.serve_forever()
+    finally:
+        stop.set()
+        server.server_close()

@@ -1,0 +1,66 @@
+"""The channel priority gate: every send on a rate- or concurrency-limited channel asks Redis first.
+
+Critical takes tokens first. While a critical send waits on a channel, and for a hold window after
+the last one, routine and background wait before each of their sends (routine keeps a minimum
+share). A waiting sender holds no token and sleeps as long as the gate says, never spinning.
+"""
+
+import time
+import uuid
+from contextlib import contextmanager
+
+from . import keys
+from .conf import sluice_settings
+from .store import get_redis, script
+
+# Longer than any send; a worker that dies holding a concurrency slot frees it after this.
+LEASE_TTL_MS = 120_000
+# Critical waits as long as it takes (well within the send claim's TTL); lower classes wait the
+# channel's max_wait_ms, then give their worker back.
+CRITICAL_MAX_WAIT_S = 60
+PARTITION_MAX = 100
+
+
+class GateTimeout(Exception):
+    """The channel had no room for this send in time; the send task puts its message back at the end of its
+    queue (a transient condition, like a provider's rate limit)."""
+
+
+def partition_of(gate, payload):
+    """The partition a send belongs to: the payload's ``partition_by`` field, or the whole channel."""
+    if not gate.partition_by or not isinstance(payload, dict):
+        return ""
+    return str(payload.get(gate.partition_by, ""))[:PARTITION_MAX]
+
+
+@contextmanager
+def slot(channel, klass, payload=None, max_wait_s=None):
+    """Hold the right to send once on ``channel`` for the body of the ``with`` block."""
+    gate = sluice_settings().channels[channel].gate
+    if gate is None or not sluice_settings().gate_enabled:
+        yield
+        return
+    if max_wait_s is None:
+        max_wait_s = CRITICAL_MAX_WAIT_S if klass == "critical" else gate.max_wait_ms / 1000
+    state, critical, active = keys.gate(channel, partition_of(gate, payload))
+    lease = uuid.uuid4().hex
+    args = [
+        klass,
+        gate.rate_per_s or 0,
+        gate.burst,
+        gate.concurrency or 0,
+        gate.hold_ms,
+        gate.routine_min_share,
+        lease,
+        LEASE_TTL_MS,
+    ]
+    deadline = time.monotonic() + max_wait_s
+    while wait_ms := script("gate_acquire")(keys=[state, critical, active], args=args):
+        if time.monotonic() + wait_ms / 1000 > deadline:
+            raise GateTimeout(f"channel {channel!r} had no room for a {klass} send within {max_wait_s} s")
+        time.sleep(wait_ms / 1000)
+    try:
+        yield
+    finally:
+        if gate.concurrency:
+            get_redis().zrem(active, lease)

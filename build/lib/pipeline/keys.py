@@ -1,0 +1,140 @@
+"""Every Redis key name Sluice uses, in one place."""
+
+import json
+
+from django.conf import settings
+from kombu.transport.redis import PRIORITY_STEPS, Channel
+
+PREFIX = "sluice"
+
+
+def sent(notification_id, channel):
+    """Send state of one notification on one channel: "sending" while claimed, then "sent"."""
+    return f"{PREFIX}:sent:{notification_id}:{channel}"
+
+
+def counters():
+    """Hash of exact, cluster-wide counters; fields are "<metric>:<label>:<label>"."""
+    return f"{PREFIX}:counters"
+
+
+def priority_lists(queue):
+    """The queue's list and its priority sub-lists, named as kombu's Redis transport names them."""
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})
+    steps = options.get("priority_steps", PRIORITY_STEPS)
+    sep = options.get("sep", Channel.sep)
+    return [queue] + [f"{queue}{sep}{step}" for step in steps if step]
+
+
+def fold_member(user_id, kind, entity_id):
+    """The fold key of user|kind|entity: a JSON array, so no separator inside an id can merge two keys."""
+    return json.dumps([user_id, kind, entity_id], ensure_ascii=False, separators=(",", ":"))
+
+
+def fold(member):
+    """Hash of one fold: n (count), p (latest payload), f and l (first and last seen)."""
+    return f"{PREFIX}:digest:fold:{member}"
+
+
+def pending():
+    """Zset of the fold keys waiting for a flush, scored by first-seen time."""
+    return f"{PREFIX}:digest:pending"
+
+
+def optout():
+    """Set of opted-out users ("<user id>") and user-kind pairs ("<user id>|<kind>"), mirrored from the DB."""
+    return f"{PREFIX}:digest:optout"
+
+
+def overflow(klass):
+    """List of opted-out users' messages waiting for room in the class's queue, oldest first."""
+    return f"{PREFIX}:overflow:{klass}"
+
+
+def size_trigger():
+    """Flag held while a size-triggered flush is in flight, so at most one is."""
+    return f"{PREFIX}:digest:size-trigger"
+
+
+def rejected_burst(klass):
+    """Flag held during a burst of rejections, so the log says so once per burst."""
+    return f"{PREFIX}:rejected-burst:{klass}"
+
+
+def drain_rate(queue):
+    """The queue's drain rate in messages per second over the exporter's window, as it last measured it."""
+    return f"{PREFIX}:drain-rate:{queue}"
+
+
+DIGEST_PREFIX = f"{PREFIX}:digest:"
+
+
+def claimed(flush_id, member):
+    """A fold hash while a flush holds it (claim.lua builds the same name)."""
+    return f"{DIGEST_PREFIX}claimed:{flush_id}:{member}"
+
+
+def claims():
+    """Zset of live flush claims: flush id -> lease expiry."""
+    return f"{DIGEST_PREFIX}claims"
+
+
+def claim_set(flush_id):
+    """Set of the members one flush holds."""
+    return f"{DIGEST_PREFIX}claim:{flush_id}"
+
+
+def flush_backlog():
+    """Flag set while a flush that full queues cut short still has keys to publish."""
+    return f"{DIGEST_PREFIX}backlog"
+
+
+def digest_stats():
+    """Hash: last_flush_at, last_flush_size."""
+    return f"{DIGEST_PREFIX}stats"
+
+
+def gate(channel, partition=""):
+    """The channel gate's keys: its state hash, its waiting criticals and its held slots."""
+    base = f"{PREFIX}:gate:{channel}:{partition}"
+    return [base, f"{base}:critical", f"{base}:active"]
+
+
+def ingest_rate(token_id):
+    """Token bucket of one ingest token (pipeline/lua/ratelimit_token.lua): tokens left and when it last refilled."""
+    return f"{PREFIX}:ingest:rate:{token_id}"
+
+
+def dead_letters():
+    """The dead letters: a zset of entry id -> when it was dead-lettered, oldest first."""
+    return f"{PREFIX}:deadletters"
+
+
+def dead_letter_entries():
+    """Hash of entry id -> the dead letter as JSON (pipeline.deadletters)."""
+    return f"{PREFIX}:deadletters:entries"
+
+
+def fetch_consumers():
+    """Zset of live fetching consumers -> when they count as dead (ms, Redis clock): the reaper's registry."""
+    return f"{PREFIX}:fetch:consumers"
+
+
+def fetch_prefix():
+    """Prefix of a consumer's fetch keys; fetch.lua and reap.lua derive the rest (pipeline.transport)."""
+    return f"{PREFIX}:fetch:"
+
+
+def fetch_processing(consumer, source):
+    """A consumer's processing list for one source list: messages moved out of the queue, not yet recorded."""
+    return f"{fetch_prefix()}{consumer}:processing:{source}"
+
+
+def fetch_sources(consumer):
+    """Set of the source lists a consumer fetches from (so a reaper finds its processing lists)."""
+    return f"{fetch_prefix()}{consumer}:sources"
+
+
+def fetch_tags(consumer):
+    """Set of the delivery tags a consumer holds in kombu's unacked hash (so a reaper restores them at once)."""
+    return f"{fetch_prefix()}{consumer}:tags"

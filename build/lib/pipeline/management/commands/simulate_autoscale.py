@@ -1,0 +1,89 @@
+"""manage.py simulate_autoscale: windowed-latency KEDA scaling vs instant depth vs a fixed peak pool."""
+
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from pipeline.autoscale import config, plot, sim, traces
+
+
+class Command(BaseCommand):
+    help = (
+        "Simulate the worker pools under the chart's KEDA/HPA settings (helm/sluice/values.yaml) and compare "
+        "scaling on windowed latency, on instant depth, and a fixed pool sized for the peak."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--trace", default="incident", help="incident, diurnal, or a CSV file (columns: second, critical, ...)"
+        )
+        parser.add_argument("--out", default="autoscale-sim", help="directory for the PNG plot")
+        parser.add_argument("--json", dest="json_path", help="write the per-policy summary to this JSON file")
+        parser.add_argument("--values", action="append", default=[], help="a values file merged over the chart's")
+        parser.add_argument("--mu", action="append", default=[], help="μ per pod of a class, msg/s: routine=55")
+        parser.add_argument(
+            "--capacity-json", help="the JSON of manage.py capacity --json: measured mu_per_worker per queue"
+        )
+        parser.add_argument("--startup-s", type=int, default=30, help="seconds from scale-up to a pod serving")
+        parser.add_argument(
+            "--admission",
+            action="store_true",
+            help="bound each queue at its capacity (SLUICE_QUEUES): what does not fit is folded or refused",
+        )
+        parser.add_argument("--seed", type=int, default=7, help="seed of the built-in traces")
+
+    def handle(self, *args, **options):
+        try:
+            trace = traces.load(options["trace"], seed=options["seed"])
+            values = config.load_values(config.CHART_VALUES, options["values"])
+            scaling = config.chart_scaling(values)
+            # A pod runs the chart's workers.<class>.concurrency slots: μ per pod follows it.
+            mu = config.settings_mu(scaling.slots)
+            if options["capacity_json"]:
+                from pipeline.conf import sluice_settings
+
+                names = {k: q.name for k, q in sluice_settings().queues.items()}
+                mu.update(config.capacity_mu(options["capacity_json"], names, scaling.slots))
+            mu.update(config.parse_mu_overrides(options["mu"]))
+        except (OSError, ValueError, KeyError) as exc:
+            raise CommandError(str(exc)) from exc
+        if options["startup_s"] < 0:
+            raise CommandError("--startup-s must not be negative")
+        capacity = None
+        if options["admission"]:
+            from pipeline.conf import sluice_settings
+
+            # One capacity for the fluid model: the smallest bound among the classes.
+            capacity = min(q.capacity for q in sluice_settings().queues.values())
+        runs = sim.simulate(trace, scaling, mu, startup_s=options["startup_s"], capacity=capacity)
+        summary = sim.summarise(runs)
+        out = Path(options["out"])
+        out.mkdir(parents=True, exist_ok=True)
+        png = plot.plot(runs, scaling, out / f"autoscale-{trace.name}.png", self._title(trace, mu))
+        if options["json_path"]:
+            Path(options["json_path"]).write_text(json.dumps(summary, indent=2) + "\n")
+        self._report(trace, scaling, mu, summary, png)
+
+    def _title(self, trace, mu):
+        rates = ", ".join(f"{k} μ={mu[k]:.1f}/s" for k in traces.CLASSES)
+        return f"trace {trace.name}: {trace.seconds} s ({rates})"
+
+    def _report(self, trace, scaling, mu, summary, png):
+        self.stdout.write(f"trace {trace.name}: {trace.seconds} s, arrivals {self._totals(trace)}")
+        for klass in traces.CLASSES:
+            s = scaling.classes[klass]
+            self.stdout.write(
+                f"  {klass}: target {s.target:g} s, {s.min_replicas}-{s.max_replicas} pods, "
+                f"μ {mu[klass]:.1f} msg/s per pod"
+            )
+        for policy, row in summary.items():
+            p99 = ", ".join(f"{k} {v:g} s" for k, v in row["p99_s"].items())
+            self.stdout.write(
+                f"{policy:17s} p99 [{p99}]  replica-seconds {row['replica_seconds']}  flaps {row['flaps']}"
+            )
+        self.stdout.write(f"plot: {png}")
+
+    @staticmethod
+    def _totals(trace):
+        return ", ".join(f"{k} {int(trace.arrivals[k].sum())}" for k in traces.CLASSES)

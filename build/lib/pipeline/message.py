@@ -1,0 +1,88 @@
+"""Build a standard Celery protocol-2 message, as kombu's Redis transport stores it, without kombu.
+
+kombu builds a new producer and redis client for every apply_async (DESIGN.md, "Measured"); the
+bytes are the same, so the fast path builds them here, from a template of the constant parts, and
+pushes them in one round trip. tests/test_message.py checks them against kombu's own.
+"""
+
+import base64
+import json
+import os
+import socket
+import time
+import uuid
+from datetime import UTC, datetime
+
+from .queues import send_task_name
+from .signals import PUBLISHED_AT
+
+_EMBED = '{"callbacks":null,"errbacks":null,"chain":null,"chord":null}'
+# Every field of Celery's as_task_v2 headers and kombu's properties, in their order; the %(...)s
+# slots take values that are already JSON.
+_TEMPLATE = (
+    '{"body":"%(body)s","content-encoding":"utf-8","content-type":"application/json",'
+    '"headers":{"lang":"py","task":%(task)s,"id":"%(id)s","shadow":null,"eta":%(eta)s,"expires":null,'
+    '"group":null,"group_index":null,"retries":%(retries)d,"timelimit":[null,null],"root_id":"%(id)s",'
+    '"parent_id":null,"argsrepr":"()","kwargsrepr":%(kwargsrepr)s,"origin":%(origin)s,'
+    '"ignore_result":true,"replaced_task_nesting":0,"stamped_headers":null,"stamps":{},'
+    '"' + PUBLISHED_AT + '":%(published_at)r},'
+    '"properties":{"correlation_id":"%(id)s","reply_to":"","delivery_mode":2,'
+    '"delivery_info":{"exchange":"","routing_key":%(queue)s},"priority":0,"body_encoding":"base64",'
+    '"delivery_tag":"%(tag)s"}}'
+)
+_origin = {}
+
+
+def origin():
+    """Celery's anonymous node name for this process, as a JSON string (cached per process)."""
+    pid = os.getpid()
+    if pid not in _origin:
+        _origin.clear()
+        _origin[pid] = json.dumps(f"gen{pid}@{socket.gethostname()}")
+    return _origin[pid]
+
+
+def envelope(task_name, task_id, kwargs_json, queue, kwargsrepr, published_at=None, retries=0, eta=None):
+    """The JSON text of one task message, ready to LPUSH onto ``queue``.
+
+    ``task_id`` must be JSON-safe (Sluice's ids are hex). ``kwargs_json`` is the task's keyword
+    arguments already serialised as a JSON object, so a payload validated once by notify() is never
+    serialised twice. ``kwargsrepr`` is what Flower and the logs show instead of the arguments,
+    which hold personal data. ``retries`` and ``eta`` (seconds since the epoch) are for a retry.
+    """
+    body = f"[[],{kwargs_json},{_EMBED}]"
+    return _TEMPLATE % {
+        "body": base64.b64encode(body.encode()).decode(),
+        "task": json.dumps(task_name),
+        "id": task_id,
+        "kwargsrepr": json.dumps(kwargsrepr),
+        "origin": origin(),
+        "published_at": time.time() if published_at is None else float(published_at),
+        "retries": retries,
+        # Celery writes the ETA as an ISO 8601 time with its offset, and reads it back the same way.
+        "eta": "null" if eta is None else json.dumps(datetime.fromtimestamp(eta, UTC).isoformat()),
+        "queue": json.dumps(queue),
+        "tag": uuid.uuid4(),
+    }
+
+
+def event_kwargs_json(notification_id, kind, user_id, entity_id, payload_json, **extra):
+    """A send task's kwargs as a JSON object, splicing in the payload that notify() serialised once."""
+    head = json.dumps(
+        {"notification_id": notification_id, "kind": kind, "user_id": user_id, "entity_id": entity_id, **extra},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return f'{head[:-1]},"payload":{payload_json}}}'
+
+
+def send_message(klass, task_id, kwargs_json, queue, kind, count=1, **options):
+    """The message of one send task (sluice.send.<class>): every publish of one goes through here (first
+    publish, digest, retry, requeue, dead-letter replay), so each carries the same redacted repr."""
+    return envelope(send_task_name(klass), task_id, kwargs_json, queue, redacted(kind, count), **options)
+
+
+def redacted(kind, count=1):
+    """The argument repr every send message carries: the kind (and a digest's count), never the user, the
+    entity or the payload, which Flower, events and logs would otherwise show."""
+    return f"{{'kind': {kind!r}, 'count': {count}}}" if count != 1 else f"{{'kind': {kind!r}}}"

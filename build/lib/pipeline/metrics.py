@@ -1,0 +1,82 @@
+"""Exact, cluster-wide metrics kept in one Redis hash: the field names, and the recording helpers.
+
+Counters live in Redis, not in each process, so every worker and web pod adds to the same numbers.
+Admission counts inside its own Lua step and a send inside the script that ends it, so recording
+adds no round trip to either hot path. Labels are classes, queues, channels and outcomes: never a
+user id, never a payload.
+"""
+
+import bisect
+import logging
+
+from redis.exceptions import RedisError
+
+from . import keys
+from .store import get_redis, script
+
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, float("inf"))
+OUTCOMES = ("accepted", "folded", "collapsed", "deferred", "rejected")
+SEND_STATUSES = ("sent", "failed", "rejected", "duplicate")
+
+
+def notifications_field(klass, outcome):
+    """sluice_notifications_total{class, outcome}."""
+    return f"notifications:{klass}:{outcome}"
+
+
+def sent_field(channel, klass, status):
+    """sluice_sent_total{channel, class, status}."""
+    return f"sent:{channel}:{klass}:{status}"
+
+
+def duration_fields(channel, klass, seconds):
+    """The bucket, sum and count fields of sluice_send_duration_seconds for one send."""
+    le = BUCKETS[bisect.bisect_left(BUCKETS, seconds)]
+    base = f"send_duration:{channel}:{klass}"
+    return f"{base}:le:{le}", f"{base}:sum", f"{base}:count"
+
+
+def processed_field(klass):
+    """Messages of a class that workers finished, the base of throughput and drain time."""
+    return f"processed:{klass}"
+
+
+def finish_send(state_key, channel, klass, status, seconds=None, keep_state_s=0):
+    """End a send: set or drop its state (``status`` "sent"/"rejected" keep it) and count it."""
+    state = "sent" if status in ("sent", "rejected") else ""
+    bucket = total = count = ""
+    if seconds is not None:
+        bucket, total, count = duration_fields(channel, klass, seconds)
+    script("finish_send")(
+        keys=[state_key, keys.counters()],
+        args=[state, keep_state_s, sent_field(channel, klass, status), bucket, total, count, seconds or 0],
+    )
+
+
+logger = logging.getLogger("sluice.metrics")
+
+
+def count(field, amount=1):
+    """Add to one counter, best effort: a counter that cannot be written never fails the work it counts."""
+    try:
+        get_redis().hincrby(keys.counters(), field, amount)
+    except RedisError as exc:
+        logger.warning("counter %s not written: %s", field, type(exc).__name__)
+
+
+def read_counters(client=None):
+    """Every counter, as {field: number}."""
+    raw = (client or get_redis()).hgetall(keys.counters())
+    return {k.decode(): float(v) for k, v in raw.items()}
+
+
+DEAD_LETTER_REASONS = ("retries_exhausted", "permanent", "unknown_kind", "undecodable", "expired")
+
+
+def dead_letter_field(klass, reason):
+    """sluice_dead_letters_total{class, reason}."""
+    return f"deadletters:{klass}:{reason}"
+
+
+DEAD_LETTERS_DROPPED = "deadletters:dropped"
+DEAD_LETTERS_REPLAYED = "deadletters:replayed"

@@ -1,0 +1,38 @@
+"""Queues and routing as data: kind -> class (SLUICE_KINDS) -> queue (SLUICE_QUEUES)."""
+
+from kombu import Queue
+
+from .conf import CLASSES, sluice_settings
+
+SEND_TASK = "sluice.send.{klass}"
+
+
+def send_task_name(klass):
+    """The send task of a class; each class has its own so it carries its own ack policy."""
+    return SEND_TASK.format(klass=klass)
+
+
+def queue_for_class(klass):
+    """The Celery queue name of a class."""
+    return sluice_settings().queues[klass].name
+
+
+def queue_for_kind(kind):
+    """The Celery queue name an event of this kind is published to."""
+    return queue_for_class(sluice_settings().kinds[kind].klass)
+
+
+def celery_queue_settings():
+    """Celery settings that declare exactly the three class queues and route to them."""
+    queues = sluice_settings().queues
+    routes = {send_task_name(k): {"queue": queues[k].name} for k in CLASSES}
+    # Control work (flush, overflow drain) must not wait behind the backlog it relieves; the critical
+    # pool is sized for latency and mostly idle, so it runs these short Redis-only tasks at once.
+    routes["sluice.digest.flush"] = routes["sluice.overflow.drain"] = {"queue": queues["critical"].name}
+    return {
+        "task_queues": tuple(Queue(queues[k].name, routing_key=queues[k].name) for k in CLASSES),
+        # Anything unrouted lands on a watched, ceilinged queue, never on an unwatched "celery".
+        "task_default_queue": queues["background"].name,
+        "task_default_routing_key": queues["background"].name,
+        "task_routes": routes,
+    }

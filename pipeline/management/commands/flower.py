@@ -1,0 +1,27 @@
+"""manage.py flower: Flower on Sluice's Celery app, with a login, from any working directory."""
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, handle_default_options
+
+from pipeline.flower import refuse_without_auth
+from pipeline.management.commands.worker import run_celery
+
+
+class Command(BaseCommand):
+    help = "Start Flower on Sluice's queues; it refuses to start without FLOWER_BASIC_AUTH or --auth."
+
+    def run_from_argv(self, argv):
+        # Every option Django does not know is Flower's (--port=5555, --basic-auth=..., --url-prefix=...).
+        parser = self.create_parser(argv[0], argv[1])
+        options, flower_args = parser.parse_known_args(argv[2:])
+        handle_default_options(options)
+        self.execute(flower_args=flower_args, **{k: v for k, v in vars(options).items() if k != "args"})
+
+    def handle(self, flower_args=(), **options):
+        try:
+            refuse_without_auth(flower_args)
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from exc
+        status = run_celery(["flower", *flower_args])
+        if status:
+            raise SystemExit(status)

@@ -1,0 +1,112 @@
+"""manage.py bench <name>: run a benchmark and report figures measured side by side in one run."""
+
+import json
+
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from sluice_tools.bench.common import bench_redis, write_json
+
+
+class Command(BaseCommand):
+    help = "Run a benchmark: admission, gate, incident, soak, kills."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="name", required=True)
+        admission = sub.add_parser("admission", help="notify() vs apply_async vs raw LPUSH")
+        admission.add_argument("--calls", type=int, default=3000)
+        admission.add_argument("--rounds", type=int, default=3)
+        flood = sub.add_parser("gate", help="critical SMS latency under a background flood, gate on and off")
+        flood.add_argument("--seconds", type=float, default=20)
+        flood.add_argument("--flood", type=int, default=5000)
+        incident = sub.add_parser("incident", help="replay the 9,360-events-in-40-s incident, three configurations")
+        incident.add_argument("--scale", type=float, default=1.0, help="fraction of the burst (0.25 for a quick run)")
+        incident.add_argument("--out", default="bench-out", help="folder for the markdown, JSON and PNG report")
+        incident.add_argument(
+            "--flush-interval",
+            type=float,
+            default=None,
+            help="seconds between digest flushes (default 60, scaled down with --scale)",
+        )
+        soak = sub.add_parser("soak", help="sustained overload: Redis memory, every process's RSS, critical p99")
+        soak.add_argument("--minutes", type=float, default=5)
+        soak.add_argument(
+            "--rate-multiplier", type=float, default=10, help="offered load as a multiple of the bulk pools' capacity"
+        )
+        kills = sub.add_parser("kills", help="kill -9 worker process groups under load, in fetches too; count losses")
+        kills.add_argument("--kills", type=int, default=200)
+        kills.add_argument("--seed", type=int, default=12)
+        for command in sub.choices.values():
+            command.add_argument("--json", dest="json_path", help="also write the figures to this file")
+
+    def handle(self, name, json_path=None, **options):
+        # Workers read the same database (the flush rebuilds the opt-out mirror from it).
+        call_command("migrate", interactive=False, verbosity=0)
+        with bench_redis(self.stdout) as url:
+            result = getattr(self, f"bench_{name}")(redis_url=url, **options)
+        write_json(json_path, result)
+        self.stdout.write(json.dumps(result, indent=2, sort_keys=True))
+
+    def bench_admission(self, calls, rounds, **options):
+        from sluice_tools.bench import admission
+
+        def progress(done, total, last):
+            shown = ", ".join(f"{k} {v:,.0f}/s" for k, v in last.items())
+            self.stdout.write(f"round {done}/{total}: {shown}")
+
+        result = admission.run(calls, rounds, progress)
+        self.stdout.write(
+            f"notify() is {result['notify_vs_apply_async']}x apply_async (target >= 3x); raw LPUSH is "
+            f"{result['lpush_vs_notify_per_call']}x notify() per call (target <= 2x)"
+        )
+        return result
+
+    def bench_gate(self, redis_url, seconds, flood, **options):
+        from sluice_tools.bench import flood as scenario
+
+        def progress(elapsed, sent):
+            self.stdout.write(f"  {elapsed:5.1f} s: {sent} sends recorded", ending="\r")
+            self.stdout.flush()
+
+        runs = {}
+        for label, enabled in (("gate", True), ("nogate", False)):
+            self.stdout.write(f"flood with the gate {'on' if enabled else 'off'}: {flood} background SMS waiting")
+            runs[label] = scenario.summarize(scenario.run(redis_url, enabled, seconds, flood, progress=progress))
+            self.stdout.write("")
+        gate, nogate = runs["gate"], runs["nogate"]
+        result = {
+            "critical_p50_ms_gate": gate["critical_p50_ms"],
+            "critical_p99_ms_gate": gate["critical_p99_ms"],
+            "critical_p50_ms_nogate": nogate["critical_p50_ms"],
+            "critical_p99_ms_nogate": nogate["critical_p99_ms"],
+            "critical_p99_ratio_nogate_over_gate": round(nogate["critical_p99_ms"] / gate["critical_p99_ms"], 1),
+            "max_rate_observed_per_s": gate["max_rate_observed_per_s"],
+            "runs": runs,
+        }
+        self.stdout.write(
+            f"critical p99 {gate['critical_p99_ms']} ms with the gate, {nogate['critical_p99_ms']} ms without "
+            f"({result['critical_p99_ratio_nogate_over_gate']}x); SMS never above "
+            f"{gate['max_rate_observed_per_s']}/s in any second"
+        )
+        return result
+
+    def bench_incident(self, redis_url, scale, out, flush_interval, **options):
+        from sluice_tools.bench import incident_run
+
+        return incident_run.run(redis_url, scale, out, flush_interval, self.stdout)
+
+    def bench_kills(self, redis_url, kills, seed, **options):
+        from sluice_tools.bench import kills as scenario
+
+        result = scenario.run(redis_url, kills, seed, self.stdout)
+        self.stdout.write(
+            f"{result['kills']} kills ({result['kills_by_how']}): {result['events_accepted']} events accepted, "
+            f"lost {result['lost']}, duplicated {result['duplicated']} "
+            f"({result['duplicated_after_provider_returned']} killed after the provider returned)"
+        )
+        return result
+
+    def bench_soak(self, redis_url, minutes, rate_multiplier, **options):
+        from sluice_tools.bench import soak
+
+        return soak.run(redis_url, minutes, rate_multiplier, self.stdout)
