@@ -21,7 +21,8 @@ class Assessment:
     n_safe: int | None  # ceil(n_min / ρ_target)
     depth: int
     drain_time_s: float | None  # depth / (μ_total − λ) while it drains, else None
-    backlog_debt: float  # ∫(λ − μ_total) dt over the window: messages owed
+    # Messages the pool falls behind by over the window, max(0, λ − μ_total) × window: 0 while it keeps up.
+    backlog_debt: float
     verdict: str
 
     def as_dict(self):
@@ -40,7 +41,7 @@ def assess(queue, arrival, mu, workers, depth, window_s, target_rho=0.7, channel
     n_min = arrival / mu
     n_safe = math.ceil(n_min / target_rho) if arrival else 0
     drain = depth / (service - arrival) if service > arrival else None
-    debt = (arrival - service) * window_s
+    debt = max(0.0, (arrival - service) * window_s)
     if rho >= 1:
         if channel_limit is not None and channel_limit < arrival:
             verdict = f"will not catch up: the channel's limit ({channel_limit:g}/s) is below arrivals, not the workers"

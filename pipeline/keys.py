@@ -116,8 +116,18 @@ def dead_letter_entries():
 
 
 def fetch_consumers():
-    """Zset of live fetching consumers -> when they count as dead (ms, Redis clock): the reaper's registry."""
+    """Set of the fetching consumers: the reaper's registry."""
     return f"{PREFIX}:fetch:consumers"
+
+
+def fetch_alive(consumer):
+    """A consumer's heartbeat: present (with a TTL of fetch_dead_after_s) while the consumer is alive."""
+    return f"{fetch_prefix()}{consumer}:alive"
+
+
+def fetch_reaper_lock():
+    """Held while one reaper scans the registry, so the consumers take turns rather than all scan at once."""
+    return f"{PREFIX}:fetch:reaper"
 
 
 def fetch_prefix():

@@ -39,7 +39,7 @@ TESTED_KOMBU = "5.7.0"
 # stall of a live worker's event loop; far shorter than the visibility timeout it replaces for kills.
 DEAD_AFTER_S = 60
 REAP_LIMIT = 10
-SCRIPTS = ("fetch_record", "fetch_heartbeat", "fetch_reap", "push_capped")
+SCRIPTS = ("fetch_record", "fetch_reap", "push_capped")
 
 
 def _hook():
@@ -100,6 +100,7 @@ class Channel(redis.Channel):
     # With several lists: fetch_any.lua found them all empty, so the next fetch blocks on the first.
     _block_next = False
     _housekept_at = float("-inf")
+    _heartbeat_replies = 0
 
     @cached_property
     def consumer_id(self):
@@ -117,6 +118,15 @@ class Channel(redis.Channel):
 
     # Fetch
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.fetch_dead_after_s <= 2 * (self.brpop_timeout or 1):
+            # A pending BLMOVE must time out on the server well before its consumer can be taken for dead.
+            raise ValueError(
+                f"fetch_dead_after_s ({self.fetch_dead_after_s}) must be more than twice the fetch timeout "
+                f"({self.brpop_timeout} s)"
+            )
+
     def _fetch_lists(self, queues):
         return [self._q_for_pri(queue, pri) for pri in self.priority_steps for queue in queues]
 
@@ -132,25 +142,48 @@ class Channel(redis.Channel):
             # message arriving on another list meanwhile waits for the next round, at most the timeout).
             self._blocking_on = source = lists[0]
             processing = keys.fetch_processing(self.consumer_id, source)
-            command = ["BLMOVE", source, processing, "RIGHT", "LEFT", timeout or 0]
+            fetch = ["BLMOVE", source, processing, "RIGHT", "LEFT", timeout or 0]
         else:
             self._blocking_on = None
             processing = [keys.fetch_processing(self.consumer_id, source) for source in lists]
-            command = ["EVAL", lua_source(engine_scripts.path("fetch_any")), len(lists) * 2, *lists, *processing]
+            fetch = ["EVAL", lua_source(engine_scripts.path("fetch_any")), len(lists) * 2, *lists, *processing]
         self._block_next = False
         connection = self.client.connection
         self._in_poll = connection
         self._brpop_sent_at = time.monotonic()
-        connection.send_command(*command)
+        # Every fetch says first, in the same write, that this consumer is alive and where it fetches from. A
+        # reaper that took a stalled consumer for dead and forgot it must never find, after the consumer really
+        # dies, a processing list that nobody registered: a fetch is always preceded by its registration.
+        heartbeat = self._heartbeat(lists)
+        self._heartbeat_replies = len(heartbeat)
+        connection.send_packed_command(connection.pack_commands([*heartbeat, fetch]))
+
+    def _heartbeat(self, lists):
+        """The commands that register this consumer as alive for fetch_dead_after_s (Redis's own clock)."""
+        return [
+            ["SET", keys.fetch_alive(self.consumer_id), 1, "PX", int(self.fetch_dead_after_s * 1000)],
+            ["SADD", keys.fetch_consumers(), self.consumer_id],
+            ["SADD", keys.fetch_sources(self.consumer_id), *lists],
+        ]
 
     def _brpop_read(self, **options):
         source = self._blocking_on
+        connection = self.client.connection
+        done = True
         try:
             try:
-                reply = self.client.parse_response(self.client.connection, "BLMOVE" if source else "EVAL", **options)
+                while self._heartbeat_replies:
+                    self.client.parse_response(connection, "SADD", **options)
+                    self._heartbeat_replies -= 1
+                if source and not connection.can_read(timeout=0):
+                    # Only the heartbeat's answers were in: BLMOVE is still waiting for a message.
+                    done = False
+                    raise Empty()
+                reply = self.client.parse_response(connection, "BLMOVE" if source else "EVAL", **options)
             except self.connection_errors:
                 # As kombu does: disconnect, so the next round reconnects.
-                self.client.connection.disconnect()
+                self._heartbeat_replies = 0
+                connection.disconnect()
                 raise
             if reply is None:
                 self._block_next = source is None
@@ -160,8 +193,9 @@ class Channel(redis.Channel):
             self._deliver_fetched(source, reply)
             return True
         finally:
-            self._in_poll = None
-            self._flush_brpop_reauth()
+            if done:
+                self._in_poll = None
+                self._flush_brpop_reauth()
 
     def _deliver_fetched(self, source, raw):
         if _fetch_hook is not None:
@@ -201,24 +235,26 @@ class Channel(redis.Channel):
     # Heartbeat and reaper
 
     def housekeeping(self, lists=None, force=False):
-        """Say this consumer is alive (with the lists it fetches from), and reap dead consumers; at most every
-        quarter of the dead-after time unless ``force``."""
+        """Say this consumer is alive, and reap dead consumers; at most every quarter of the dead-after time
+        unless ``force``. Every fetch also says it is alive; this keeps it so while every slot is busy."""
         now = time.monotonic()
         if not force and now - self._housekept_at < self.fetch_dead_after_s / 4:
             return
         self._housekept_at = now
         lists = lists if lists is not None else self._fetch_lists(self.active_queues)
         with self.conn_or_acquire() as client:
-            scripts = self.scripts(client)
             if lists:
-                scripts["fetch_heartbeat"](
-                    keys=[keys.fetch_consumers(), keys.fetch_sources(self.consumer_id)],
-                    args=[self.consumer_id, int(self.fetch_dead_after_s * 1000), *lists],
-                )
-            self._reap(client, scripts, "")
+                pipe = client.pipeline(transaction=False)
+                for command in self._heartbeat(lists):
+                    pipe.execute_command(*command)
+                pipe.execute()
+            self._reap(client, self.scripts(client), "")
 
     def _reap(self, client, scripts, consumer):
-        reaped = scripts["fetch_reap"](keys=[keys.fetch_consumers()], args=[keys.fetch_prefix(), REAP_LIMIT, consumer])
+        reaped = scripts["fetch_reap"](
+            keys=[keys.fetch_consumers(), keys.fetch_reaper_lock()],
+            args=[keys.fetch_prefix(), REAP_LIMIT, consumer, int(self.fetch_dead_after_s * 1000 / 4)],
+        )
         for dead, moved, tags in reaped:
             for tag in tags:
                 self.qos.restore_by_tag(bytes_to_str(tag), client)

@@ -19,3 +19,12 @@ def test_demo_delivers_one_of_each_kind_and_exits(redis_server, redis_client, tm
     assert "all 11 deliveries shown" in done.stdout
     assert done.stdout.count("delivered by the critical pool") == 5
     assert "stopped everything the demo started" in done.stdout
+    # The replay ran on a database of its own, titled with what it replayed (scale 0.1: 936 events in 4 s).
+    assert f"on {redis_server.url.rsplit('/', 1)[0]}/1" in done.stdout
+    assert "# Incident replay: 936 events in 4 s" in done.stdout
+    assert not redis_client.exists("sluice:bench:sent")
+    # The final URLs name the Redis, and a shell on it to paste; the logs outlive the stop.
+    assert f"Redis    {redis_server.url}" in done.stdout
+    assert f"REDIS_URL={redis_server.url} " in done.stdout
+    logs = ROOT / ".demo" / "logs"
+    assert any(p.name.startswith("worker-critical-") for p in logs.iterdir())

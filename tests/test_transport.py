@@ -4,6 +4,7 @@ kombu's unacked record), a dead consumer's messages come back, and a worker's fa
 import inspect
 import signal
 import sys
+import time
 
 import kombu
 import psutil
@@ -88,7 +89,7 @@ def test_a_dead_consumers_messages_come_back_at_once(consumer, redis_client):
     # that Redis answered on its dead socket.
     stranded = b'{"body": "", "headers": {}, "properties": {}}'
     redis_client.lpush(keys.fetch_processing(channel.consumer_id, "critical"), stranded)
-    redis_client.zadd(keys.fetch_consumers(), {channel.consumer_id: 0})
+    redis_client.delete(keys.fetch_alive(channel.consumer_id), keys.fetch_reaper_lock())
 
     with app.connection_for_read() as other:
         reaper = other.channel()
@@ -98,8 +99,36 @@ def test_a_dead_consumers_messages_come_back_at_once(consumer, redis_client):
     # Workers take from the right: the message fetched first goes first, then the one fetched after it.
     assert redis_client.lindex("critical", 0) == stranded
     assert redis_client.hlen("unacked") == 0
-    assert not redis_client.zscore(keys.fetch_consumers(), channel.consumer_id)
+    assert not redis_client.sismember(keys.fetch_consumers(), channel.consumer_id)
     assert not redis_client.exists(keys.fetch_sources(channel.consumer_id), keys.fetch_tags(channel.consumer_id))
+
+
+def test_a_consumer_forgotten_while_alive_registers_again_before_its_next_fetch(consumer, redis_client):
+    # A reaper took a stalled consumer for dead and forgot it. Its next fetch must register it again, in the same
+    # write, or a message moved into its processing list would belong to nobody once the consumer really died.
+    connection, channel, received = consumer
+    try:
+        connection.drain_events(timeout=0.3)
+    except TimeoutError:
+        pass
+    # A stalled consumer's pending BLMOVE times out on the server (brpop_timeout, 1 s) long before its heartbeat
+    # does (fetch_dead_after_s): by the time a reaper may forget it, nothing can move into its processing list.
+    time.sleep(1.5)
+    redis_client.delete(keys.fetch_alive(channel.consumer_id), keys.fetch_reaper_lock())
+    with app.connection_for_read() as other:
+        reaper = other.channel()
+        reaper.housekeeping(force=True)
+        reaper.close()
+    assert not redis_client.sismember(keys.fetch_consumers(), channel.consumer_id)
+    publish()
+    connection.drain_events(timeout=5)
+    assert len(received) == 1
+    assert redis_client.sismember(keys.fetch_consumers(), channel.consumer_id)
+    assert redis_client.pttl(keys.fetch_alive(channel.consumer_id)) > 0
+    assert redis_client.smembers(keys.fetch_sources(channel.consumer_id)) == {
+        b"critical",
+        *(f"critical\x06\x16{step}".encode() for step in (3, 6, 9)),
+    }
 
 
 def test_a_clean_close_leaves_nothing_registered(redis_client):
@@ -110,10 +139,11 @@ def test_a_clean_close_leaves_nothing_registered(redis_client):
             connection.drain_events(timeout=0.5)
         except TimeoutError:
             pass
-        assert redis_client.zcard(keys.fetch_consumers()) == 1
+        assert redis_client.scard(keys.fetch_consumers()) == 1
+        assert redis_client.pttl(keys.fetch_alive(channel.consumer_id)) > 0
         channel.close()
-    assert redis_client.zcard(keys.fetch_consumers()) == 0
-    assert not list(redis_client.scan_iter(f"{keys.fetch_prefix()}*"))
+    assert redis_client.scard(keys.fetch_consumers()) == 0
+    assert not [k for k in redis_client.scan_iter(f"{keys.fetch_prefix()}*") if k != keys.fetch_reaper_lock().encode()]
 
 
 def test_a_collected_connection_is_a_connection_error_not_an_attribute_error(redis_client):
@@ -145,7 +175,7 @@ def test_kombu_is_the_version_the_fetch_was_written_for():
 def test_a_worker_frozen_in_its_fetch_and_killed_loses_nothing(redis_server, redis_client, user):
     # SIGSTOP keeps the worker's socket open, as a process that is dying does for a few milliseconds: Redis
     # still hands it the next message. Before the reliable fetch that message was lost with the process.
-    env = {"SLUICE_FETCH_DEAD_AFTER_S": "2"}
+    env = {"SLUICE_FETCH_DEAD_AFTER_S": "3"}
     frozen = WorkerProcess("routine", redis_server.url, RECORDER, extra=["--concurrency", "1"], env=env).start()
     assert wait_for(lambda: blocked_in_fetch(redis_client), 10)
     family = [psutil.Process(frozen.process.pid), *psutil.Process(frozen.process.pid).children(recursive=True)]

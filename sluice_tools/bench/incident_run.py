@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pipeline.conf import CLASSES
 
-from . import incident, report
+from . import incident, report, traffic
 
 
 def run(redis_url, scale, out, flush_interval_s, stdout):
@@ -53,6 +53,9 @@ def run(redis_url, scale, out, flush_interval_s, stdout):
     result["targets"] = [{"target": n, "measured": m, "holds": ok} for n, m, ok in checks]
     meta = {
         "scale": scale,
+        # The burst as replayed: the incident's 9,360 events in 40 s, scaled.
+        "burst_events": round(traffic.BURST_EVENTS * scale),
+        "burst_seconds": traffic.BURST_SECONDS * scale,
         "host": f"{socket.gethostname()} ({__import__('os').cpu_count()} CPUs)",
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "setup": (

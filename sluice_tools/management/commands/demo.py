@@ -16,12 +16,16 @@ from django.core.management.base import BaseCommand, CommandError
 from notifications.kinds import all_kinds
 from pipeline.conf import CLASSES
 from sluice_tools.processes import ManagedProcess, WorkerProcess
-from sluice_tools.redis_server import RedisServer, free_port
+from sluice_tools.redis_server import RedisServer, free_port, with_database
 
 CONSOLE = "notifications.channels.console.ConsoleChannel"
 # The line ConsoleChannel prints for each send: "[push] critical   meeting.reminder: ..."
 # Celery redirects a worker's stdout into its log, so the line can come after a log prefix.
 DELIVERY = re.compile(r"\[\w+\] (critical|routine|background) .*")
+# Every process the demo starts logs here, and the logs stay after it stops.
+LOG_DIR = ".demo/logs"
+# The replay runs on this database of the demo's Redis, so Flower and /metrics show only the tour.
+REPLAY_DATABASE = 1
 
 
 def port(preferred):
@@ -46,6 +50,7 @@ class Command(BaseCommand):
 
     def handle(self, exit, scale, timeout, **options):
         started = []
+        os.environ["SLUICE_LOG_DIR"] = os.path.abspath(LOG_DIR)
         try:
             url = self._redis(started)
             call_command("migrate", interactive=False, verbosity=0)
@@ -58,7 +63,7 @@ class Command(BaseCommand):
             workers = self._pools(url, started)
             self._send_one_of_each()
             self._show_deliveries(workers, timeout)
-            self._show_urls(urls, password)
+            self._show_urls(urls, password, url)
             if not exit:
                 self.stdout.write("everything stays up until Ctrl-C")
                 stop = threading.Event()
@@ -70,7 +75,7 @@ class Command(BaseCommand):
         finally:
             for process in reversed(started):
                 process.stop()
-            self.stdout.write("stopped everything the demo started")
+            self.stdout.write(f"stopped everything the demo started; its logs stay in {LOG_DIR}")
 
     def _redis(self, started):
         from pipeline.store import use_redis
@@ -130,7 +135,7 @@ class Command(BaseCommand):
             ),
             ManagedProcess(
                 "flower",
-                [python, "-m", "celery", "-A", "pipeline", "flower", "--address=127.0.0.1", f"--port={flower}"],
+                [python, "manage.py", "flower", "--address=127.0.0.1", f"--port={flower}"],
                 env,
                 ready_text="Visit me at",
             ),
@@ -146,10 +151,16 @@ class Command(BaseCommand):
         }
 
     def _replay(self, url, scale):
+        from pipeline.store import use_redis
         from sluice_tools.bench import incident_run
 
-        self.stdout.write(self.style.MIGRATE_HEADING(f"Replaying the incident at scale {scale}"))
-        result = incident_run.run(url, scale, ".demo/bench", None, self.stdout)
+        replay_url = with_database(url, REPLAY_DATABASE)
+        self.stdout.write(self.style.MIGRATE_HEADING(f"Replaying the incident at scale {scale} on {replay_url}"))
+        use_redis(replay_url)
+        try:
+            result = incident_run.run(replay_url, scale, ".demo/bench", None, self.stdout)
+        finally:
+            use_redis(url)
         self.stdout.write(open(".demo/bench/bench.md").read())
         self.stdout.write(f"plot: {os.path.abspath('.demo/bench/bench.png')}")
         self.replay = result
@@ -188,9 +199,13 @@ class Command(BaseCommand):
             time.sleep(0.1)
         self.stdout.write(self.style.SUCCESS(f"all {expected} deliveries shown"))
 
-    def _show_urls(self, urls, password):
+    def _show_urls(self, urls, password, redis_url):
         self.stdout.write(self.style.SUCCESS("The stack is up:"))
         self.stdout.write(f"  admin    {urls['admin']}  (admin / {password})")
         self.stdout.write(f"  Flower   {urls['flower']}  (admin / {password})")
         self.stdout.write(f"  metrics  {urls['metrics']}")
         self.stdout.write(f"  KEDA     {urls['scaler']}")
+        self.stdout.write(f"  Redis    {redis_url}")
+        self.stdout.write(f"  logs     {os.environ['SLUICE_LOG_DIR']}  (every process's log; kept after the stop)")
+        self.stdout.write("A shell on this stack (notify() from it reaches these workers):")
+        self.stdout.write(f"  REDIS_URL={redis_url} {sys.executable} manage.py shell")

@@ -1,20 +1,31 @@
 -- Take back what dead consumers held: each processing list goes back to its source list, at the end
 -- workers take from, oldest first; the consumer's delivery tags are returned so the caller restores those
 -- messages from kombu's unacked hash (kombu's own restore); then the consumer is forgotten.
+-- A consumer is dead when its heartbeat key (a TTL on Redis's clock) is gone.
 -- Key names below the prefix are derived here, because the dead consumers are only known inside the
 -- script; Sluice runs each broker on a single Redis (kombu needs one anyway), never on Redis Cluster.
--- KEYS[1]  the consumers zset
+-- KEYS[1]  the consumers set
+-- KEYS[2]  the reaper lock: one scan of the registry at a time, across every consumer
 -- ARGV[1]  fetch key prefix, "sluice:fetch:"
 -- ARGV[2]  the most consumers to reap in one call
--- ARGV[3]  one consumer id to release now, whatever its time (a clean close); "" to reap the dead
+-- ARGV[3]  one consumer id to release now, alive or not (a clean close); "" to reap the dead
+-- ARGV[4]  the lock's time, ms: how often the registry is scanned at most
 -- Returns  {{consumer, messages moved back, {tags}}, ...}
-local consumers
+local consumers = {}
 if ARGV[3] ~= '' then
   consumers = {ARGV[3]}
 else
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  consumers = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+  if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', tonumber(ARGV[4])) then
+    return {}
+  end
+  for _, consumer in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+    if #consumers >= tonumber(ARGV[2]) then
+      break
+    end
+    if redis.call('EXISTS', ARGV[1] .. consumer .. ':alive') == 0 then
+      table.insert(consumers, consumer)
+    end
+  end
 end
 local reaped = {}
 for _, consumer in ipairs(consumers) do
@@ -27,8 +38,8 @@ for _, consumer in ipairs(consumers) do
     end
   end
   local tags = redis.call('SMEMBERS', base .. ':tags')
-  redis.call('DEL', base .. ':sources', base .. ':tags')
-  redis.call('ZREM', KEYS[1], consumer)
+  redis.call('DEL', base .. ':sources', base .. ':tags', base .. ':alive')
+  redis.call('SREM', KEYS[1], consumer)
   table.insert(reaped, {consumer, moved, tags})
 end
 return reaped

@@ -41,7 +41,7 @@ def targets(result, capacity, drain_s, flush_interval_s):
 def markdown(result, checks, plot_name, meta):
     """The report as markdown."""
     lines = [
-        "# Incident replay: 9,360 events in 40 s",
+        f"# Incident replay: {meta['burst_events']:,} events in {meta['burst_seconds']:g} s",
         "",
         f"Scale {meta['scale']}, on {meta['host']}, {meta['date']}. {meta['setup']}",
         "",
