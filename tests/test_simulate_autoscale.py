@@ -111,8 +111,8 @@ def test_busy_slots_keep_a_pool_awake_only_above_one_pods_worth():
     hpa = Autoscaler(scaling(min_replicas=0, cooldown_s=300, floor_target=5.6, floor_activation=5.6), 1)
     assert hpa.poll(15, metric=0.0, floor_metric=6.0) == 0
     assert hpa.poll(300, metric=0.0, floor_metric=6.0) == 0  # active: no cooldown to zero
-    assert hpa.poll(585, metric=0.0, floor_metric=5.0) == 0
-    assert hpa.poll(600, metric=0.0, floor_metric=5.0) == -1  # a cooldown without an active trigger
+    assert hpa.poll(600, metric=0.0, floor_metric=5.0) == 0  # 300 s since the last active poll: not yet past
+    assert hpa.poll(615, metric=0.0, floor_metric=5.0) == -1  # a cooldown without an active trigger
 
 
 def test_busy_slots_are_arrivals_times_slot_seconds_over_the_window():
@@ -153,8 +153,8 @@ def test_keda_wakes_a_pool_from_zero_and_puts_it_back_after_the_cooldown():
     assert hpa.sync(15, metric=100.0, ready=0) == 0  # the HPA is idle at zero
     assert hpa.poll(15, metric=2.0) == 0  # below activation
     assert hpa.poll(30, metric=6.0) == 1
-    assert hpa.poll(300, metric=0.0) == 0
-    assert hpa.poll(330, metric=0.0) == -1
+    assert hpa.poll(330, metric=0.0) == 0  # exactly the cooldown since the last active poll
+    assert hpa.poll(345, metric=0.0) == -1
     assert hpa.replicas == 0
 
 
