@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from pipeline.autoscale import report, traces
+from pipeline.autoscale import config, report, traces
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -92,7 +92,7 @@ def test_the_aggregate_counts_flapping_seeds_and_compares_with_instant_depth():
     assert windowed["p99_s"]["routine"] == {"min": 2.0, "median": 3.0, "max": 4.0}
     assert windowed["vs_instant_depth"] == {"min": 1.0, "max": 1.25}
     text = report.markdown(report.report("diurnal", per_seed))
-    assert "| windowed_latency | 1 of 3 (2: 2) | 2 | 110 / 130 / 150 | 1.00 – 1.25 | 0 s | 2 – 4 s | 1 s |" in text
+    assert "| windowed_latency | 1 of 3 (2: 2) | 2 | 110 / 130 / 150 | 1.000 – 1.250 | 0 s | 2 – 4 s | 1 s |" in text
     assert text.count("\n| ") == 2 + 2 + 3  # two tables: head and a row per policy, a row per seed
 
 
@@ -123,3 +123,21 @@ def test_the_seeds_command_reports_each_policy_and_plots_one_day(tmp_path):
 def test_bad_seed_runs_are_refused(tmp_path, args):
     with pytest.raises(CommandError):
         call_command("simulate_autoscale", *args, "--out", str(tmp_path))
+
+
+@pytest.mark.slow
+def test_on_the_days_with_a_burst_the_chart_stays_calm_lean_and_fast(tmp_path):
+    # Seeds 18 and 20 carry two spikes on top of each other (four times the rate for half a
+    # minute): the costliest days of the 20 for windowed latency, and the slowest for routine.
+    doc_path = tmp_path / "seeds.json"
+    call_command(
+        "simulate_autoscale", "--trace", "diurnal", "--seeds", "18,20", "--plot-seed", "18",
+        "--json", str(doc_path), "--out", str(tmp_path),
+    )  # fmt: skip
+    doc = json.loads(doc_path.read_text())
+    windowed = doc["policies"]["windowed_latency"]
+    assert windowed["seeds_with_flap"] == 0
+    assert windowed["vs_instant_depth"]["max"] <= 1.1
+    assert windowed["p99_s"]["critical"]["max"] == 0
+    chart = config.chart_scaling(config.load_values())
+    assert windowed["p99_s"]["routine"]["max"] <= chart.classes["routine"].target

@@ -101,7 +101,7 @@ def markdown(doc, title=None):
             f"| {policy} | {row['seeds_with_flap']} of {row['seeds']}"
             + (f" ({flapping})" if flapping else "")
             + f" | {row['flaps']} | {_k(spent['min'])} / {_k(spent['median'])} / {_k(spent['max'])} | "
-            + (f"{ratio['min']:.2f} – {ratio['max']:.2f} |" if ratio else "– |")
+            + (f"{ratio['min']:.3f} – {ratio['max']:.3f} |" if ratio else "– |")
             + "".join(f" {_range(row['p99_s'][k])} |" for k in CLASSES)
         )
     policies = list(doc["policies"])
