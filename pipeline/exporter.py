@@ -32,10 +32,15 @@ logger = logging.getLogger("sluice.exporter")
 
 
 class SluiceCollector:
-    """Reads everything from Redis at scrape time, in a few round trips, so any replica reports the same."""
+    """Reads everything from Redis at scrape time, in a few round trips, so any replica reports the same.
 
-    def __init__(self, window_s):
+    Latency is windowed over ``window_s``; busy slots over ``floor_window_s`` (the latency window
+    when None), long enough that a spike of a minute barely moves the capacity floor.
+    """
+
+    def __init__(self, window_s, floor_window_s=None):
         self.window_s = window_s
+        self.floor_window_s = floor_window_s or window_s
 
     def collect(self):
         client = get_redis()
@@ -62,19 +67,20 @@ class SluiceCollector:
         )
         busy = GaugeMetricFamily(
             "sluice_busy_slots",
-            "Worker slots the arriving work keeps busy over the window (arrivals x send time)",
+            f"Worker slots the arriving work keeps busy over the last {self.floor_window_s:g} s (arrivals x send time)",
             labels=["queue"],
         )
         for queue in queues.values():
             name = queue["queue"]
             stats = window(name, self.window_s, now, client)
+            floor = stats if self.floor_window_s == self.window_s else window(name, self.floor_window_s, now, client)
             depth.add_metric([name], queue["depth"])
             capacity.add_metric([name], queue["capacity"])
             latency.add_metric([name], ages[name])
             windowed.add_metric([name, "avg"], stats.latency_avg_s)
             windowed.add_metric([name, "max"], stats.latency_max_s)
             drain.add_metric([name], stats.drain_time_s)
-            busy.add_metric([name], stats.busy_slots)
+            busy.add_metric([name], floor.busy_slots)
         yield from (depth, capacity, latency, windowed, drain, busy)
         yield from self._counters(counters)
         pending = GaugeMetricFamily("sluice_digest_pending_keys", "Fold keys waiting for a flush")
@@ -141,14 +147,19 @@ def _dead_letter_counters(counters):
     yield replayed
 
 
-def scaler_payload(queue, window_s):
-    """What KEDA's metrics-api trigger reads for ``queue``; None when the queue is unknown."""
+def scaler_payload(queue, window_s, floor_window_s=None):
+    """What KEDA's metrics-api trigger reads for ``queue``; None when the queue is unknown.
+
+    ``busy_slots`` is averaged over ``floor_window_s`` (the latency window when None).
+    """
     klass = class_of(queue)
     if klass is None:
         return None
     client = get_redis()
     now = time.time()
+    floor_window_s = floor_window_s or window_s
     stats = window(queue, window_s, now, client)
+    floor = stats if floor_window_s == window_s else window(queue, floor_window_s, now, client)
     age = oldest_ages(client, [queue], now)[queue]
     drain = stats.drain_time_s
     return {
@@ -161,15 +172,16 @@ def scaler_payload(queue, window_s):
         "capacity": sluice_settings().queues[klass].capacity,
         # JSON has no infinity; a queue that is not draining at all reports a day.
         "drain_time_seconds": round(drain, 3) if math.isfinite(drain) else 86400.0,
-        "busy_slots": round(stats.busy_slots, 3),
+        "busy_slots": round(floor.busy_slots, 3),
         "window_seconds": window_s,
+        "floor_window_seconds": floor_window_s,
     }
 
 
-def application(window_s):
+def application(window_s, floor_window_s=None):
     """The exporter's WSGI app: /metrics, /scaler/<queue>, and /healthz."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SluiceCollector(window_s))
+    registry.register(SluiceCollector(window_s, floor_window_s))
     metrics_app = make_wsgi_app(registry)
 
     def app(environ, start_response):
@@ -178,7 +190,7 @@ def application(window_s):
             if path == "/metrics":
                 return metrics_app(environ, start_response)
             if path.startswith("/scaler/"):
-                payload = scaler_payload(path.removeprefix("/scaler/"), window_s)
+                payload = scaler_payload(path.removeprefix("/scaler/"), window_s, floor_window_s)
                 if payload is None:
                     return _json(start_response, "404 Not Found", {"error": "unknown queue"})
                 return _json(start_response, "200 OK", payload)
@@ -207,22 +219,25 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-def sampler(window_s, every_s, stop):
+def sampler(window_s, every_s, stop, retain_s=None):
     """Sample the queues every ``every_s`` seconds until ``stop`` is set; Redis errors are logged and survived."""
     while not stop.is_set():
         try:
-            sample(window_s)
+            sample(window_s, retain_s=retain_s)
         except RedisError as exc:
             logger.warning("sampling failed, Redis unavailable: %s", type(exc).__name__)
         stop.wait(every_s)
 
 
-def serve(host, port, window_s, every_s):
+def serve(host, port, window_s, every_s, floor_window_s=None):
     """Run the sampler in a thread and serve HTTP until interrupted."""
     stop = threading.Event()
-    thread = threading.Thread(target=sampler, args=(window_s, every_s, stop), daemon=True)
+    # Samples are kept for the longer of the two windows (and at least window.RETAIN_S).
+    retain_s = max(window_s, floor_window_s or window_s)
+    thread = threading.Thread(target=sampler, args=(window_s, every_s, stop, retain_s), daemon=True)
     thread.start()
-    server = make_server(host, port, application(window_s), server_class=_Server, handler_class=_QuietHandler)
+    app = application(window_s, floor_window_s)
+    server = make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler)
     try:
         server.serve_forever()
     finally:

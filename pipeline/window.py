@@ -43,8 +43,11 @@ def send_seconds(counters, klass):
     return sum(v for k, v in counters.items() if k.startswith("send_duration:") and k.endswith(f":{klass}:sum"))
 
 
-def sample(window_s, now=None, client=None):
-    """Take one sample per queue (now), store it, and drop samples older than the retention."""
+def sample(window_s, now=None, client=None, retain_s=None):
+    """Take one sample per queue (now), store it, and drop samples older than the retention.
+
+    The retention is the longest of ``window_s``, ``retain_s`` (the exporter's floor window) and RETAIN_S.
+    """
     client = client or get_redis()
     now = now or time.time()
     queues = snapshot(client)
@@ -61,7 +64,7 @@ def sample(window_s, now=None, client=None):
             "arrived": arrived(done, klass),
             "send_s": send_seconds(done, klass),
         }
-        retain = max(window_s, RETAIN_S)
+        retain = max(window_s, retain_s or 0, RETAIN_S)
         pipe.zadd(samples_key(name), {json.dumps(point): now})
         pipe.zremrangebyscore(samples_key(name), "-inf", now - retain)
         pipe.expire(samples_key(name), int(retain) + 60)

@@ -112,3 +112,64 @@ def test_counters_are_exact_and_carry_no_personal_data(exporter, redis_client, d
     for secret in ("987654321", "seeded-user-name", "hunter2-seeded", "entity-seeded-id"):
         assert secret not in text
         assert secret not in exporter("/scaler/routine")
+
+
+def serve_app(app):
+    server = make_server("127.0.0.1", 0, app, server_class=_Server, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def get(path):
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}{path}", timeout=10) as response:
+            return response.read().decode()
+
+    return server, get
+
+
+def record(redis_client, arrived, send_seconds):
+    redis_client.hincrby(keys.counters(), "notifications:routine:accepted", arrived)
+    redis_client.hincrby(keys.counters(), processed_field("routine"), arrived)
+    redis_client.hincrbyfloat(keys.counters(), "send_duration:push:routine:sum", send_seconds)
+
+
+def test_the_floor_window_averages_busy_slots_over_its_own_length(redis_client):
+    """--floor-window: a minute of ten arrivals a second after nine quiet minutes is 5 busy slots
+    over the 2-minute latency window, and about one over a 15-minute floor window."""
+    now = time.time()
+    sample(120, now=now - 600, retain_s=900)
+    record(redis_client, 540, 270.0)  # 0.9 a second for nine minutes, 0.5 s of sending each
+    sample(120, now=now - 60, retain_s=900)
+    record(redis_client, 600, 300.0)  # then 10 a second for a minute
+    sample(120, now=now, retain_s=900)
+    both, plain = application(120, 900), application(120)
+    for app, busy, floor_window in ((both, 1140 / 600 * 0.5, 900), (plain, 600 / 60 * 0.5, 120)):
+        server, get = serve_app(app)
+        try:
+            payload = json.loads(get("/scaler/routine"))
+            assert payload["busy_slots"] == pytest.approx(busy, rel=0.01)
+            assert payload["floor_window_seconds"] == floor_window
+            assert payload["window_seconds"] == 120
+            assert metrics(get("/metrics"))["sluice_busy_slots", (("queue", "routine"),)] == pytest.approx(
+                busy, rel=0.01
+            )
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+def test_samples_are_kept_for_the_floor_window_when_it_is_longer_than_an_hour(redis_client):
+    from pipeline.window import points
+
+    now = time.time()
+    sample(120, now=now - 5000, retain_s=7200)
+    sample(120, now=now, retain_s=7200)
+    assert [round(p["t"] - now) for p in points("routine", 7200, now, redis_client)] == [-5000, 0]
+    sample(120, now=now + 1)  # the default retention, an hour, drops it
+    assert [round(p["t"] - now) for p in points("routine", 7200, now + 1, redis_client)] == [0, 1]
+
+
+@pytest.mark.parametrize("args", [["--floor-window", "0"], ["--window", "-1"]])
+def test_the_exporter_refuses_windows_that_are_not_positive(args):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="must be positive"):
+        call_command("pipeline_exporter", *args)

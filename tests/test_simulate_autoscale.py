@@ -111,8 +111,8 @@ def test_busy_slots_keep_a_pool_awake_only_above_one_pods_worth():
     hpa = Autoscaler(scaling(min_replicas=0, cooldown_s=300, floor_target=5.6, floor_activation=5.6), 1)
     assert hpa.poll(15, metric=0.0, floor_metric=6.0) == 0
     assert hpa.poll(300, metric=0.0, floor_metric=6.0) == 0  # active: no cooldown to zero
-    assert hpa.poll(585, metric=0.0, floor_metric=5.0) == 0
-    assert hpa.poll(600, metric=0.0, floor_metric=5.0) == -1  # a cooldown without an active trigger
+    assert hpa.poll(600, metric=0.0, floor_metric=5.0) == 0  # 300 s since the last active poll: not yet past
+    assert hpa.poll(615, metric=0.0, floor_metric=5.0) == -1  # a cooldown without an active trigger
 
 
 def test_busy_slots_are_arrivals_times_slot_seconds_over_the_window():
@@ -153,8 +153,8 @@ def test_keda_wakes_a_pool_from_zero_and_puts_it_back_after_the_cooldown():
     assert hpa.sync(15, metric=100.0, ready=0) == 0  # the HPA is idle at zero
     assert hpa.poll(15, metric=2.0) == 0  # below activation
     assert hpa.poll(30, metric=6.0) == 1
-    assert hpa.poll(300, metric=0.0) == 0
-    assert hpa.poll(330, metric=0.0) == -1
+    assert hpa.poll(330, metric=0.0) == 0  # exactly the cooldown since the last active poll
+    assert hpa.poll(345, metric=0.0) == -1
     assert hpa.replicas == 0
 
 
@@ -318,12 +318,15 @@ def test_the_incident_summary_and_plot(tmp_path, capsys):
 def test_on_the_diurnal_trace_windowed_latency_never_flaps_and_holds_routine_within_target_for_less(tmp_path):
     # Issue 7's Must-show. The capacity floor keeps the pods the arriving work needs, so a
     # scale-down stops there instead of probing one pod too far and coming straight back.
+    # Issue 19's: within 10% of instant depth's replica-seconds, critical never waiting at p99.
     summary = run_command(tmp_path, "--trace", "diurnal")
     windowed, fixed = summary["windowed_latency"], summary["fixed_peak"]
     target = yaml.safe_load(config.CHART_VALUES.read_text())["workers"]["routine"]["autoscaling"]
     assert windowed["flaps"] == 0
     assert windowed["p99_s"]["routine"] <= target["targetLatencySeconds"]
+    assert windowed["p99_s"]["critical"] == 0
     assert windowed["replica_seconds"] < fixed["replica_seconds"]
+    assert windowed["replica_seconds"] <= 1.1 * summary["instant_depth"]["replica_seconds"]
     assert fixed["flaps"] == 0
 
 
@@ -349,3 +352,30 @@ def test_the_admission_bound_is_reported(tmp_path):
 def test_bad_arguments_are_refused(tmp_path, args):
     with pytest.raises(CommandError):
         call_command("simulate_autoscale", *args, "--out", str(tmp_path))
+
+
+def test_a_minute_long_spike_moves_a_floor_over_a_longer_window_by_little():
+    short, long = sim.BusySlots(window_s=120, mu=55.0, slots=16), sim.BusySlots(window_s=900, mu=55.0, slots=16)
+    for second in range(1, 1801):
+        arrivals = 200.0 if 1740 < second <= 1800 else 100.0  # the last minute doubles
+        before = (short.push(float(second), arrivals, arrivals), long.push(float(second), arrivals, arrivals))
+    steady = 100.0 * 16 / 55.0
+    assert before[0] == pytest.approx(1.5 * steady)  # half the 2-minute window is the spike
+    assert before[1] == pytest.approx(steady * 16 / 15)  # a fifteenth of the 15-minute one
+
+
+def test_with_the_longer_floor_window_a_spike_no_longer_adds_a_pod():
+    chart = config.chart_scaling(config.load_values())
+    rate = np.full(5400, 150.0)
+    rate[3000:3060] *= 2
+    arrivals = np.random.default_rng(1).poisson(rate)
+    kwargs = {"polling_s": 15, "window_s": 120, "startup_s": 30, "slots": 16}
+    runs = {
+        floor: sim.run_class(
+            arrivals, chart.classes["routine"], 55.0, "windowed_latency", floor_window_s=floor, **kwargs
+        )
+        for floor in (120, chart.floor_window_s)
+    }
+    assert [change for t, change in runs[120].events if t > 2900] == [1, -1]  # up for the spike, down later
+    assert [change for t, change in runs[chart.floor_window_s].events if t > 2900] == []
+    assert runs[chart.floor_window_s].p99_s <= chart.classes["routine"].target

@@ -26,6 +26,7 @@ class ChartScaling:
     window_s: int
     classes: dict  # class -> hpa.Scaling
     slots: dict  # class -> worker slots per pod (workers.<class>.concurrency)
+    floor_window_s: int | None = None  # the busy-slots window (keda.floorWindow); None: the latency window
 
 
 def parse_duration(text):
@@ -83,7 +84,9 @@ def chart_scaling(values):
             floor_target=per_pod,
             floor_activation=per_pod,
         )
-    return ChartScaling(int(keda["pollingInterval"]), parse_duration(keda["latencyWindow"]), classes, slots)
+    window_s = parse_duration(keda["latencyWindow"])
+    floor_window_s = parse_duration(keda["floorWindow"]) if keda.get("floorWindow") else window_s
+    return ChartScaling(int(keda["pollingInterval"]), window_s, classes, slots, floor_window_s)
 
 
 def depth_scaling(scaling, mu):

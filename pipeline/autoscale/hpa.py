@@ -45,6 +45,68 @@ def _changed_within(events, now, period_s):
     return sum(n for t, n in events if t > now - period_s)
 
 
+def within_tolerance(ratio, tolerance):
+    """Whether a usage ratio is close enough to 1 for the HPA to leave the replicas alone.
+
+    Written as Kubernetes' ``Tolerances.isWithin`` is, ``1 - t <= ratio <= 1 + t``: the same as
+    ``|1 - ratio| <= t`` in exact arithmetic, but not in floating point, where 110 / 100 would
+    fall just outside a 0.1 tolerance the other way.
+    """
+    return 1.0 - tolerance <= ratio <= 1.0 + tolerance
+
+
+def milli(value):
+    """A metric or target as KEDA hands it to the HPA: whole milli-units, truncated (``int64(v * 1000)``).
+
+    The HPA then divides one milli-quantity by another, so 33.6 busy slots against 11.2 per pod
+    is exactly 3 pods, where float division would give 3.0000000000000004 and ceil would add one.
+    """
+    return int(value * 1000)
+
+
+def value_replicas(metric, target, current, ready, tolerance=0.1):
+    """An External (or Object) metric with a ``Value`` target: ``ceil(ready pods × metric / target)``.
+
+    The metric is compared with the target as it is, and the ratio multiplies the ready pods, not
+    the replicas (``GetExternalMetricReplicas``). Within the tolerance the replicas stay ``current``.
+    """
+    ratio = milli(metric) / milli(target)
+    if current == 0:
+        return math.ceil(ratio)
+    if within_tolerance(ratio, tolerance):
+        return current
+    return math.ceil(ratio * ready)
+
+
+def average_value_replicas(metric, target, current, tolerance=0.1):
+    """An External metric with an ``AverageValue`` target: ``ceil(metric / target per pod)``.
+
+    The metric is divided by the current replicas before the comparison, so the tolerance is on
+    ``metric / (target × current)``; outside it, the replicas are ``ceil(metric / target)``
+    (``GetExternalPerPodMetricReplicas``).
+    """
+    metric, target = milli(metric), milli(target)
+    if within_tolerance(metric / (target * current), tolerance):
+        return current
+    return math.ceil(metric / target)
+
+
+def utilization_replicas(usage, requests, target_percent, tolerance=0.1):
+    """A Resource metric with a ``Utilization`` target, for ready pods that all report a metric.
+
+    Utilization is the pods' summed usage as a whole percentage of their summed requests
+    (truncated, as Kubernetes divides integers), and the ratio to the target multiplies the pods:
+    ``ceil(pods × utilization / target)``. Not used by the chart (it scales on latency and busy
+    slots), kept so that the three target types are pinned side by side.
+    """
+    pods = len(usage)
+    utilization = int(sum(usage) * 100 // sum(requests))
+    ratio = utilization / target_percent
+    if within_tolerance(ratio, tolerance):
+        return pods
+    return math.ceil(ratio * pods)
+
+
 class Autoscaler:
     """Desired replicas of one pool, from metric samples, as KEDA and the HPA controller compute them.
 
@@ -59,27 +121,17 @@ class Autoscaler:
         self._ups, self._downs = deque(), deque()  # (time, pods added or removed)
         self._last_active = 0.0
 
-    def _average_value(self, metric, target):
-        # An external AverageValue metric: the ratio is to the target times the current replicas.
-        ratio = metric / (target * self.replicas)
-        if abs(1.0 - ratio) <= self.s.tolerance:
-            return self.replicas
-        return math.ceil(metric / target)
-
     def _proposal(self, metric, ready, floor_metric=None):
         s = self.s
         if s.metric_type == "Value":
-            ratio = metric / s.target
-            if abs(1.0 - ratio) <= s.tolerance:
-                proposal = self.replicas
-            else:
-                # Latency does not divide across pods: the HPA multiplies by the ready pods.
-                proposal = math.ceil(ratio * ready)
+            # Latency does not divide across pods: the HPA multiplies its ratio by the ready pods.
+            proposal = value_replicas(metric, s.target, self.replicas, ready, s.tolerance)
         else:
-            proposal = self._average_value(metric, s.target)
+            proposal = average_value_replicas(metric, s.target, self.replicas, s.tolerance)
         if s.floor_target is not None and floor_metric is not None:
             # With several metrics the HPA takes the largest proposal, before stabilization.
-            proposal = max(proposal, self._average_value(floor_metric, s.floor_target))
+            floor = average_value_replicas(floor_metric, s.floor_target, self.replicas, s.tolerance)
+            proposal = max(proposal, floor)
         return proposal
 
     def _stabilise(self, now, desired):
@@ -113,11 +165,13 @@ class Autoscaler:
         wants_most = (rules.select == "Max") == (sign > 0)
         return max(proposals) if wants_most else min(proposals)
 
-    def _apply(self, now, replicas):
+    def _apply(self, now, replicas, by_hpa=True):
         change = replicas - self.replicas
-        if change > 0:
+        # The HPA's policies count the HPA's own changes only; KEDA's moves between zero and
+        # one are not among its scale events (KEDA writes the scale subresource itself).
+        if change > 0 and by_hpa:
             self._ups.append((now, change))
-        elif change < 0:
+        elif change < 0 and by_hpa:
             self._downs.append((now, -change))
         horizon = now - 1800  # the longest policy period Kubernetes allows
         for events in (self._ups, self._downs):
@@ -148,6 +202,7 @@ class Autoscaler:
         return self._apply(now, desired)
 
     def _active(self, metric, floor_metric):
+        # Activation is "greater than", never "greater than or equal to" (KEDA's scaler IsActive).
         if metric > self.s.activation:
             return True
         s = self.s
@@ -161,7 +216,8 @@ class Autoscaler:
         if self._active(metric, floor_metric):
             self._last_active = now
             if self.replicas == 0:
-                return self._apply(now, max(self.s.min_replicas, 1))
-        elif self.s.min_replicas == 0 and self.replicas > 0 and now - self._last_active >= self.s.cooldown_s:
-            return self._apply(now, 0)
+                return self._apply(now, max(self.s.min_replicas, 1), by_hpa=False)
+        # KEDA scales to zero once lastActiveTime + cooldownPeriod is before now: strictly after.
+        elif self.s.min_replicas == 0 and self.replicas > 0 and now - self._last_active > self.s.cooldown_s:
+            return self._apply(now, 0, by_hpa=False)
         return 0

@@ -124,8 +124,25 @@ def fixed_sizes(trace, scaling, mu):
     return sizes
 
 
-def run_class(arrivals, scaling, mu, policy, *, polling_s, window_s, startup_s, fixed=None, capacity=None, slots=1):
-    """Simulate one pool under ``policy``: ``scaling`` is its chart ``hpa.Scaling``, ``slots`` its concurrency."""
+def run_class(
+    arrivals,
+    scaling,
+    mu,
+    policy,
+    *,
+    polling_s,
+    window_s,
+    startup_s,
+    fixed=None,
+    capacity=None,
+    slots=1,
+    floor_window_s=None,
+):
+    """Simulate one pool under ``policy``: ``scaling`` is its chart ``hpa.Scaling``, ``slots`` its concurrency.
+
+    Latency is read over ``window_s``; busy slots over ``floor_window_s`` (the exporter's
+    ``--floor-window``), the latency window when None.
+    """
     seconds = len(arrivals)
     out = ClassRun(*(np.zeros(seconds) for _ in range(4)))
     queue = FluidQueue(capacity)
@@ -138,7 +155,7 @@ def run_class(arrivals, scaling, mu, policy, *, polling_s, window_s, startup_s, 
         start = scaling.min_replicas
     pods = Pods(start)
     window = SlidingMax(window_s)
-    busy = BusySlots(window_s, mu, slots)
+    busy = BusySlots(floor_window_s or window_s, mu, slots)
     for second in range(seconds):
         now = second + 1.0
         ready = pods.ready(second)
@@ -181,6 +198,7 @@ def simulate(trace, scaling, mu, *, startup_s=30, capacity=None, policies=POLICI
                 policy,
                 polling_s=scaling.polling_s,
                 window_s=scaling.window_s,
+                floor_window_s=scaling.floor_window_s,
                 startup_s=startup_s,
                 fixed=sizes[klass],
                 capacity=capacity,

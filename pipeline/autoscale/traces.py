@@ -1,4 +1,4 @@
-"""Arrival traces: events per second per class, built in (incident, diurnal) or read from a CSV file."""
+"""Arrival traces: events per second per class, built in (incident, diurnal, monday, diurnal-incident) or from a CSV."""
 
 import csv
 import math
@@ -37,17 +37,20 @@ def _poisson_by_mix(rng, total_rate):
     return {k: rng.poisson(total_rate * MIX[k]).astype(np.int64) for k in CLASSES}
 
 
+def _add_burst(rng, arrivals, at_s, events=9360, burst_s=40):
+    """Add the incident's burst at ``at_s``: exactly ``events`` spread evenly over ``burst_s`` seconds, split by MIX."""
+    cells = [MIX[k] / burst_s for k in CLASSES for _ in range(burst_s)]
+    counts = rng.multinomial(events, cells).reshape(len(CLASSES), burst_s)
+    for i, klass in enumerate(CLASSES):
+        arrivals[klass][at_s : at_s + burst_s] += counts[i]
+    return arrivals
+
+
 def incident(seed=7, duration_s=1800, burst_at_s=300):
     """The incident: 90 events/min of steady traffic, then 9,360 events in 40 s (6/80/14 %)."""
     rng = np.random.default_rng(seed)
     arrivals = _poisson_by_mix(rng, np.full(duration_s, 90 / 60))
-    burst_s = 40
-    # Exactly 9,360 events, spread evenly over the burst's seconds and split by the mix.
-    cells = [MIX[k] / burst_s for k in CLASSES for _ in range(burst_s)]
-    counts = rng.multinomial(9360, cells).reshape(len(CLASSES), burst_s)
-    for i, klass in enumerate(CLASSES):
-        arrivals[klass][burst_at_s : burst_at_s + burst_s] += counts[i]
-    return Trace("incident", arrivals)
+    return Trace("incident", _add_burst(rng, arrivals, burst_at_s))
 
 
 def diurnal_rate(seconds, trough=3.0, peak=250.0):
@@ -57,15 +60,24 @@ def diurnal_rate(seconds, trough=3.0, peak=250.0):
     return trough + (peak - trough) * 0.5 * (1.0 - np.cos(2.0 * math.pi * phase))
 
 
-def diurnal(seed=7, duration_s=86400, spikes_per_hour=1.0):
-    """A working day of traffic with local spikes (bulk edits) that double the rate for 20-60 s.
+def monday_rate(seconds, trough=3.0, peak=250.0, surge=1.2):
+    """The diurnal rate, with Monday morning on top: from 07:30 a steep climb to ``surge`` × the peak at 09:00.
 
-    Spikes arrive as a Poisson process between 08:00 and 20:00. They are the "local spikes" that
-    scaling on instant depth chases and scaling on windowed latency should ride out.
+    After a quiet weekend everyone opens their tasks at once: the rate climbs from 24 to 300
+    events/s in 90 minutes (at its steepest six times as fast as the ordinary day's climb), holds
+    until 09:30, and eases back onto the ordinary day by 11:30.
     """
-    rng = np.random.default_rng(seed)
-    rate = diurnal_rate(duration_s)
-    start, end = 8 * 3600, min(20 * 3600, duration_s)
+    rate = diurnal_rate(seconds, trough, peak)
+    hours = np.arange(seconds) / 3600.0
+    rise = np.clip((hours - 7.5) / 1.5, 0.0, 1.0)
+    fall = np.clip((hours - 9.5) / 2.0, 0.0, 1.0)
+    shape = 0.5 * (1.0 - np.cos(math.pi * rise)) * 0.5 * (1.0 + np.cos(math.pi * fall))
+    return np.maximum(rate, trough + (surge * peak - trough) * shape)
+
+
+def _with_spikes(rng, rate, spikes_per_hour):
+    """Double ``rate`` for 20-60 s at Poisson-distributed moments between 08:00 and 20:00 (in place)."""
+    start, end = 8 * 3600, min(20 * 3600, len(rate))
     t = float(start)
     while end > start and spikes_per_hour > 0:
         t += rng.exponential(3600.0 / spikes_per_hour)
@@ -73,7 +85,39 @@ def diurnal(seed=7, duration_s=86400, spikes_per_hour=1.0):
             break
         length = int(rng.integers(20, 61))
         rate[int(t) : int(t) + length] *= 2.0
+    return rate
+
+
+def diurnal(seed=7, duration_s=86400, spikes_per_hour=1.0):
+    """A working day of traffic with local spikes (bulk edits) that double the rate for 20-60 s.
+
+    Spikes arrive as a Poisson process between 08:00 and 20:00. They are the "local spikes" that
+    scaling on instant depth chases and scaling on windowed latency should ride out.
+    """
+    rng = np.random.default_rng(seed)
+    rate = _with_spikes(rng, diurnal_rate(duration_s), spikes_per_hour)
     return Trace("diurnal", _poisson_by_mix(rng, rate))
+
+
+def monday(seed=7, duration_s=86400, spikes_per_hour=1.0):
+    """A Monday: the diurnal day with its spikes, and the morning ramp of ``monday_rate``."""
+    rng = np.random.default_rng(seed)
+    rate = _with_spikes(rng, monday_rate(duration_s), spikes_per_hour)
+    return Trace("monday", _poisson_by_mix(rng, rate))
+
+
+def diurnal_incident(seed=7, duration_s=86400):
+    """The diurnal day of ``seed``, with the incident's burst (9,360 events in 40 s) riding on top.
+
+    The burst lands at a moment drawn from the seed between 09:00 and 17:00, so each seed puts
+    it at another point of the day, on the climb, at the peak or on the way down.
+    """
+    day = diurnal(seed=seed, duration_s=duration_s)
+    rng = np.random.default_rng([seed, 9360])  # its own stream: the day stays the diurnal trace's
+    latest = max(min(17 * 3600, duration_s - 40), 0)
+    at_s = int(rng.integers(min(9 * 3600, latest), latest + 1))
+    arrivals = {k: v.copy() for k, v in day.arrivals.items()}
+    return Trace("diurnal-incident", _add_burst(rng, arrivals, at_s))
 
 
 def from_csv(path):
@@ -110,10 +154,11 @@ def from_csv(path):
     return Trace(path.stem, arrivals)
 
 
+BUILT_IN = {"incident": incident, "diurnal": diurnal, "monday": monday, "diurnal-incident": diurnal_incident}
+
+
 def load(name, seed=7):
-    """``incident``, ``diurnal``, or the path of a CSV file."""
-    if name == "incident":
-        return incident(seed=seed)
-    if name == "diurnal":
-        return diurnal(seed=seed)
+    """A built-in trace by name (``BUILT_IN``), or the path of a CSV file."""
+    if name in BUILT_IN:
+        return BUILT_IN[name](seed=seed)
     return from_csv(name)

@@ -86,11 +86,20 @@ app.kubernetes.io/part-of: sluice
 {{- printf "http://%s.%s.svc.%s:%v/scaler/%s" $svc .root.Release.Namespace .root.Values.clusterDomain .root.Values.exporter.service.port (include "sluice.queueName" .) }}
 {{- end }}
 
+{{/* A duration of the schema's form ("90s", "2m", "1h") in seconds. */}}
+{{- define "sluice.seconds" -}}
+{{- $last := sub (len .) 1 | int }}
+{{- mul (substr 0 $last . | int) (get (dict "s" 1 "m" 60 "h" 3600) (substr $last (len .) .)) }}
+{{- end }}
+
 {{/* keda.latencyWindow ("2m") in seconds, for the exporter's --window. */}}
 {{- define "sluice.windowSeconds" -}}
-{{- $w := .Values.keda.latencyWindow }}
-{{- $last := sub (len $w) 1 | int }}
-{{- mul (substr 0 $last $w | int) (get (dict "s" 1 "m" 60 "h" 3600) (substr $last (len $w) $w)) }}
+{{- include "sluice.seconds" .Values.keda.latencyWindow }}
+{{- end }}
+
+{{/* keda.floorWindow ("15m") in seconds, for the exporter's --floor-window. */}}
+{{- define "sluice.floorWindowSeconds" -}}
+{{- include "sluice.seconds" .Values.keda.floorWindow }}
 {{- end }}
 
 {{/* Refuse values that would deploy something unsafe; the schema cannot express these. */}}
@@ -101,6 +110,9 @@ app.kubernetes.io/part-of: sluice
 {{- end }}
 {{- if and .Values.keda.enabled (eq .Values.keda.trigger "metrics-api") (not .Values.exporter.enabled) }}
 {{- fail "keda.trigger metrics-api reads the exporter's /scaler endpoint: enable exporter, or use keda.trigger prometheus" }}
+{{- end }}
+{{- if lt (int (include "sluice.floorWindowSeconds" .)) (int (include "sluice.windowSeconds" .)) }}
+{{- fail "keda.floorWindow must be at least keda.latencyWindow: the capacity floor is the slow signal, averaged over a longer window than latency" }}
 {{- end }}
 {{- if le (int $w.terminationGracePeriodSeconds) (int $w.longestTaskSeconds) }}
 {{- fail "workers.terminationGracePeriodSeconds must exceed workers.longestTaskSeconds, or a scale-down kills a running task" }}

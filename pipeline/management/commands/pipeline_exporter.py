@@ -1,6 +1,6 @@
 """manage.py pipeline_exporter: Prometheus /metrics and KEDA /scaler/<queue> for the Sluice queues."""
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from pipeline.exporter import serve
 
@@ -11,9 +11,18 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--host", default="0.0.0.0")
         parser.add_argument("--port", type=int, default=9808)
-        parser.add_argument("--window", type=float, default=120.0, help="seconds of history for windowed signals")
+        parser.add_argument("--window", type=float, default=120.0, help="seconds of history for windowed latency")
+        parser.add_argument(
+            "--floor-window",
+            type=float,
+            help="seconds over which busy_slots (the capacity floor) is averaged; default: --window",
+        )
         parser.add_argument("--sample-every", type=float, default=5.0, help="seconds between samples")
 
-    def handle(self, host, port, window, sample_every, **options):
-        self.stdout.write(f"exporter on http://{host}:{port}/metrics and /scaler/<queue>, window {window:g} s")
-        serve(host, port, window, sample_every)
+    def handle(self, host, port, window, sample_every, floor_window=None, **options):
+        if window <= 0 or (floor_window is not None and floor_window <= 0):
+            raise CommandError("--window and --floor-window must be positive")
+        floor = floor_window or window
+        urls = f"http://{host}:{port}/metrics and /scaler/<queue>"
+        self.stdout.write(f"exporter on {urls}, latency window {window:g} s, floor window {floor:g} s")
+        serve(host, port, window, sample_every, floor)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from pipeline.autoscale import config, plot, sim, traces
+from pipeline.autoscale import config, plot, report, sim, traces
 
 
 class Command(BaseCommand):
@@ -16,7 +16,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "--trace", default="incident", help="incident, diurnal, or a CSV file (columns: second, critical, ...)"
+            "--trace",
+            default="incident",
+            help=f"{', '.join(traces.BUILT_IN)}, or a CSV file (columns: second, critical, ...)",
         )
         parser.add_argument("--out", default="autoscale-sim", help="directory for the PNG plot")
         parser.add_argument("--json", dest="json_path", help="write the per-policy summary to this JSON file")
@@ -32,10 +34,24 @@ class Command(BaseCommand):
             help="bound each queue at its capacity (SLUICE_QUEUES): what does not fit is folded or refused",
         )
         parser.add_argument("--seed", type=int, default=7, help="seed of the built-in traces")
+        parser.add_argument(
+            "--seeds",
+            help="run many days of a built-in trace (1-20, or 1,4,9) and report per policy: seeds with a flap, "
+            "replica-seconds min/median/max, p99 per class",
+        )
+        parser.add_argument("--markdown", help="with --seeds: write the report as markdown to this file")
+        parser.add_argument(
+            "--plot-seed", type=int, help="with --seeds: the day to plot (default: the windowed policy's worst)"
+        )
 
     def handle(self, *args, **options):
+        seeds = None
         try:
-            trace = traces.load(options["trace"], seed=options["seed"])
+            if options["seeds"] is not None:
+                if options["trace"] not in traces.BUILT_IN:
+                    raise ValueError(f"--seeds needs a built-in trace ({', '.join(traces.BUILT_IN)})")
+                seeds = report.parse_seeds(options["seeds"])
+            trace = traces.load(options["trace"], seed=seeds[0] if seeds else options["seed"])
             values = config.load_values(config.CHART_VALUES, options["values"])
             scaling = config.chart_scaling(values)
             # A pod runs the chart's workers.<class>.concurrency slots: μ per pod follows it.
@@ -56,14 +72,56 @@ class Command(BaseCommand):
 
             # One capacity for the fluid model: the smallest bound among the classes.
             capacity = min(q.capacity for q in sluice_settings().queues.values())
-        runs = sim.simulate(trace, scaling, mu, startup_s=options["startup_s"], capacity=capacity)
-        summary = sim.summarise(runs)
         out = Path(options["out"])
         out.mkdir(parents=True, exist_ok=True)
+        run = {"scaling": scaling, "mu": mu, "startup_s": options["startup_s"], "capacity": capacity}
+        if seeds is not None:
+            self._seeds(options, seeds, run, out)
+            return
+        runs = sim.simulate(trace, scaling, mu, startup_s=options["startup_s"], capacity=capacity)
+        summary = sim.summarise(runs)
         png = plot.plot(runs, scaling, out / f"autoscale-{trace.name}.png", self._title(trace, mu))
         if options["json_path"]:
             Path(options["json_path"]).write_text(json.dumps(summary, indent=2) + "\n")
         self._report(trace, scaling, mu, summary, png)
+
+    def _seeds(self, options, seeds, run, out):
+        """Simulate each seed's day, then write the aggregate (markdown, JSON) and plot one day."""
+        name = options["trace"]
+        per_seed = {}
+        for seed in seeds:
+            runs = self._simulate(name, seed, run)
+            per_seed[seed] = sim.summarise(runs)
+            row = per_seed[seed]
+            self.stderr.write(
+                f"seed {seed}: "
+                + ", ".join(f"{p} {r['replica_seconds']} rs, {r['flaps']} flaps" for p, r in row.items())
+            )
+        plot_seed = options["plot_seed"] if options["plot_seed"] is not None else self._worst(per_seed)
+        parameters = {"mu": run["mu"], "startup_s": run["startup_s"], "plot_seed": plot_seed}
+        doc = report.report(name, per_seed, parameters)
+        text = report.markdown(doc)
+        runs = self._simulate(name, plot_seed, run)
+        trace = traces.load(name, seed=plot_seed)
+        title = f"{self._title(trace, run['mu'])}, seed {plot_seed}"
+        png = plot.plot_day(runs, run["scaling"], out / f"autoscale-{trace.name}-seed{plot_seed}.png", title)
+        if options["json_path"]:
+            Path(options["json_path"]).write_text(json.dumps(doc, indent=2) + "\n")
+        if options["markdown"]:
+            Path(options["markdown"]).write_text(text)
+        self.stdout.write(text)
+        self.stdout.write(f"plot: {png}")
+
+    @staticmethod
+    def _simulate(name, seed, run):
+        trace = traces.load(name, seed=seed)
+        return sim.simulate(trace, run["scaling"], run["mu"], startup_s=run["startup_s"], capacity=run["capacity"])
+
+    @staticmethod
+    def _worst(per_seed):
+        """The windowed policy's worst day: the most flaps, then the most replica-seconds."""
+        policy = "windowed_latency"
+        return max(per_seed, key=lambda s: (per_seed[s][policy]["flaps"], per_seed[s][policy]["replica_seconds"]))
 
     def _title(self, trace, mu):
         rates = ", ".join(f"{k} μ={mu[k]:.1f}/s" for k in traces.CLASSES)
