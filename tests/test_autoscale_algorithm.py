@@ -1,4 +1,4 @@
-"""The simulator's HPA and KEDA loop (pipeline.autoscale.hpa) against the worked examples of their documentation.
+"""The simulator's HPA and KEDA loop (sluice_tools.autoscale.hpa) against the worked examples of their documentation.
 
 Each test reproduces one documented example and names where it is:
 
@@ -16,7 +16,7 @@ import itertools
 
 import pytest
 
-from pipeline.autoscale.hpa import (
+from sluice_tools.autoscale.hpa import (
     Autoscaler,
     Policy,
     Rules,

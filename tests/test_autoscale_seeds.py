@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from pipeline.autoscale import config, report, traces
+from sluice_tools.autoscale import config, report, traces
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

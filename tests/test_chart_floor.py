@@ -3,7 +3,7 @@
 import helm_python as helm
 import pytest
 
-from pipeline.autoscale import config
+from sluice_tools.autoscale import config
 
 from .test_chart import CASES, FULLNAME, case_values, merged_values, named, render, render_objects
 

@@ -1,4 +1,4 @@
-"""The autoscaling simulator (pipeline.autoscale) and its command, manage.py simulate_autoscale."""
+"""The autoscaling simulator (sluice_tools.autoscale) and its command, manage.py simulate_autoscale."""
 
 import itertools
 import json
@@ -9,9 +9,9 @@ import pytest
 import yaml
 from django.core.management import CommandError, call_command
 
-from pipeline.autoscale import config, sim, traces
-from pipeline.autoscale.hpa import Autoscaler, Policy, Rules, Scaling
-from pipeline.autoscale.queue import FluidQueue
+from sluice_tools.autoscale import config, sim, traces
+from sluice_tools.autoscale.hpa import Autoscaler, Policy, Rules, Scaling
+from sluice_tools.autoscale.queue import FluidQueue
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from pipeline.autoscale import config, plot, sim, traces
+from sluice_tools.autoscale import config, plot, sim, traces
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from pipeline.autoscale import config, plot, report, sim, traces
+from sluice_tools.autoscale import config, plot, report, sim, traces
 
 
 class Command(BaseCommand):
