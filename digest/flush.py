@@ -109,16 +109,16 @@ def _publish(flush_id, members, full):
     """Publish the claimed folds of ``members``; a fold whose queue is full goes back to pending."""
     conf = sluice_settings()
     published = 0
-    for fold in store.read_claimed(flush_id, members):
+    # Newest first: each digest goes to the end workers take from, so the oldest ends up taken first.
+    for fold in sorted(store.read_claimed(flush_id, members), key=lambda f: f.first_seen, reverse=True):
         kind = conf.kinds.get(fold.kind)
         klass = kind.klass if kind else "routine"
         if klass in full:
             store.unclaim(flush_id, fold.member)
             continue
         queue = conf.queues[klass]
-        code = store.publish_claimed(
-            flush_id, fold, queue, _message(flush_id, fold, klass, queue.name), f"digest:{klass}:published"
-        )
+        message = _message(flush_id, fold, klass, queue.name, kind.channels if kind else ())
+        code = store.publish_claimed(flush_id, fold, queue, message, f"digest:{klass}:published")
         if code == 0:
             # Backpressure: the queue is full, so this and the class's later folds wait for the next flush.
             full.add(klass)
@@ -129,19 +129,19 @@ def _publish(flush_id, members, full):
     return published
 
 
-def _message(flush_id, fold, klass, queue_name):
+def _message(flush_id, fold, klass, queue_name, kind_channels):
     notification_id = fold.notification_id(flush_id)
+    extra = {"count": fold.count, "first_seen": fold.first_seen, "last_seen": fold.last_seen}
+    if fold.channels and set(fold.channels) != set(kind_channels):
+        extra["channels"] = list(fold.channels)  # the channels its events asked for (a user's choices)
+    if fold.grain != "entity":
+        # Up to 100 distinct entities are remembered; past that the count reads "100+".
+        extra.update(grain=fold.grain, entities=fold.entities if fold.entities <= 100 else "100+", kinds=fold.kinds)
     kwargs = event_kwargs_json(
-        notification_id,
-        fold.kind,
-        fold.user_id,
-        fold.entity_id,
-        fold.payload_json,
-        count=fold.count,
-        first_seen=fold.first_seen,
-        last_seen=fold.last_seen,
+        notification_id, fold.kind, fold.user_id, fold.entity_id or "", fold.payload_json, **extra
     )
-    return send_message(klass, notification_id, kwargs, queue_name, fold.kind, fold.count)
+    # Published when its first event happened: queue latency then reads how long its events have waited.
+    return send_message(klass, notification_id, kwargs, queue_name, fold.kind, fold.count, published_at=fold.first_seen)
 
 
 def drain_overflows():

@@ -4,6 +4,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from pipeline import keys
@@ -12,55 +13,112 @@ from pipeline.store import Scripts, get_redis
 #: The fold store's own Lua, in digest/lua.
 script = Scripts(Path(__file__).with_name("lua"))
 
-FOLDED, FOLDED_FLUSH, DEFERRED, OVERFLOW_FULL = 1, 2, 3, 0
 SIZE_TRIGGER_TTL_S = 5
+# admit.lua's outcomes.
+ACCEPTED, FOLDED, COLLAPSED, DEFERRED, SUPPRESSED = 1, 2, 3, 4, 5
+FULL, CEILING, OVERFLOW_FULL, STORE_FULL = 0, -1, -2, -3
+CHANNELS = "@SLUICE_CHANNELS@"
+GRAINS = ("entity", "kind", "user")
 
 
-def fold(klass, user_id, kind, entity_id, payload_json, message, overflow_capacity, max_keys, opt_out=True, now=None):
-    """Fold one event into user|kind|entity, or (opted-out user) park ``message`` in the overflow.
+@dataclass(frozen=True)
+class Admission:
+    """What admit.lua did with one event."""
 
-    Returns FOLDED; FOLDED_FLUSH when the caller must enqueue a size-triggered flush; DEFERRED;
-    or OVERFLOW_FULL when the user opted out and the overflow has no room either.
+    outcome: int
+    flush: bool
+    instant_channels: tuple
+    reason: str
+    grain: str
+
+
+def members(user_id, kind, entity_id, klass):
+    """The pending members of the three grains: user|kind|entity, user|kind, and the user (per class)."""
+    return keys.fold_members(user_id, kind, entity_id, klass)
+
+
+def admit(event, queue, message, plan, digest, notification_id, client=None):
+    """Run admit.lua for ``event`` (a policy.Event): preferences, holds, the queue's bound, the fold store's.
+
+    ``plan`` is the kind's default plan ("instant|digest|strict"); ``message`` carries CHANNELS (quoted) where
+    the instant channels go; ``digest`` is the resolved SLUICE_DIGEST.
     """
-    member = keys.fold_member(user_id, kind, entity_id)
-    members = (str(user_id), f"{user_id}|{kind}") if opt_out else ("", "")
-    code, _pending = script("fold")(
+    kind = event.kind
+    grains = members(event.user_id, kind.name, event.entity_id, kind.klass)
+    reply = script("admit")(
         keys=[
-            keys.pending(),
-            keys.fold(member),
-            keys.counters(),
-            keys.optout(),
-            keys.overflow(klass),
-            keys.size_trigger(),
+            *_constant_keys(kind.klass),
+            keys.preferences(event.user_id),
+            keys.throttle(event.user_id, kind.name) if kind.throttle else keys.UNTHROTTLED,
+            *(keys.fold(member) for member in grains),
+            *_queue_keys(queue.name),
         ],
         args=[
-            time.time() if now is None else now,
-            payload_json,
-            member,
-            *members,
+            _constants(kind, queue, plan, digest["max_keys"], digest["max_fold_keys"], digest["max_fold_bytes"]),
             message,
-            overflow_capacity,
-            max_keys,
-            SIZE_TRIGGER_TTL_S,
-            f"notifications:{klass}:",
-            "folded" if klass == "routine" else "collapsed",
+            event.payload_json,
+            *grains,
+            event.entity_id,
+            notification_id,
         ],
+        client=client,
     )
-    return code
+    outcome, flush, channels, reason, grain = reply.decode().split("|")
+    return Admission(int(outcome), flush == "1", tuple(filter(None, channels.split(","))), reason, grain)
+
+
+@lru_cache(maxsize=64)
+def _constants(kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes):
+    """One kind's constant arguments of admit.lua, as one string: one argument to encode instead of fifteen."""
+    throttle = kind.throttle
+    return ";".join(
+        str(value)
+        for value in (
+            kind.klass,
+            kind.name,
+            queue.capacity,
+            queue.ceiling,
+            plan,
+            int(kind.mandatory),
+            throttle.max if throttle else 0,
+            throttle.per_s if throttle else 0,
+            max_keys,
+            queue.overflow,
+            max_fold_keys,
+            max_fold_bytes,
+            SIZE_TRIGGER_TTL_S,
+            f'"{CHANNELS}"',
+            ",".join(kind.channels),
+        )
+    ).encode()
+
+
+@lru_cache(maxsize=8)
+def _constant_keys(klass):
+    return keys.counters(), keys.pending(), keys.fold_store_size(), keys.overflow(klass), keys.size_trigger()
+
+
+@lru_cache(maxsize=16)
+def _queue_keys(queue_name):
+    return tuple(keys.priority_lists(queue_name))
 
 
 @dataclass(frozen=True)
 class Fold:
-    """One user|kind|entity's folded events, as a flush claimed them."""
+    """One fold's events (of a user|kind|entity, a user|kind, or a user's class), as a flush claimed them."""
 
     member: str
     user_id: str
-    kind: str
-    entity_id: str
+    kind: str  # the latest event's kind
+    entity_id: str | None  # None for the coarser grains
     count: int
     payload_json: str
     first_seen: float
     last_seen: float
+    grain: str = "entity"
+    channels: tuple = ()  # the channels its events asked for
+    entities: int = 1  # distinct entities (counted up to 100; more reads 101)
+    kinds: int = 1  # distinct kinds (the user grain)
 
     def notification_id(self, flush_id):
         """Stable across redeliveries and recoveries of this flush, so a send is deduplicated by it."""
@@ -68,12 +126,12 @@ class Fold:
 
 
 def claim(flush_id, limit, lease_s):
-    """Claim up to ``limit`` pending folds (oldest first) for ``flush_id``; return their members."""
-    members = script("claim")(
+    """Claim up to ``limit`` folds that are due (soonest first) for ``flush_id``; return their members."""
+    claimed = script("claim")(
         keys=[keys.pending(), keys.claims(), keys.claim_set(flush_id)],
         args=[keys.DIGEST_PREFIX, flush_id, time.time() + lease_s, limit],
     )
-    return [m.decode() for m in members]
+    return [m.decode() for m in claimed]
 
 
 def claimed_members(flush_id):
@@ -81,17 +139,34 @@ def claimed_members(flush_id):
     return sorted(m.decode() for m in get_redis().smembers(keys.claim_set(flush_id)))
 
 
-def read_claimed(flush_id, members):
+def read_claimed(flush_id, claimed):
     """The Folds a flush holds, read in one round trip; members already published are left out."""
     pipe = get_redis().pipeline(transaction=False)
-    for member in members:
-        pipe.hmget(keys.claimed(flush_id, member), "n", "p", "f", "l")
+    for member in claimed:
+        pipe.hgetall(keys.claimed(flush_id, member))
     folds = []
-    for member, (n, p, f, last) in zip(members, pipe.execute(), strict=True):
-        if n is None:
+    for member, fields in zip(claimed, pipe.execute(), strict=True):
+        if not fields:
             continue
+        fields = {k.decode(): v.decode() for k, v in fields.items()}
         user_id, kind, entity_id = json.loads(member)
-        folds.append(Fold(member, user_id, kind, entity_id, int(n), p.decode(), float(f), float(last)))
+        grain = GRAINS[0] if entity_id is not None and kind is not None else GRAINS[1] if kind else GRAINS[2]
+        folds.append(
+            Fold(
+                member=member,
+                user_id=user_id,
+                kind=fields.get("k") or kind,
+                entity_id=entity_id if grain == "entity" else None,
+                count=int(fields["n"]),
+                payload_json=fields["p"],
+                first_seen=float(fields["f"]),
+                last_seen=float(fields["l"]),
+                grain=grain,
+                channels=tuple(sorted(k[2:] for k in fields if k.startswith("c:"))),
+                entities=int(fields.get("ec", 1)),
+                kinds=int(fields.get("kc", 1)),
+            )
+        )
     return folds
 
 
@@ -102,6 +177,7 @@ def publish_claimed(flush_id, fold, queue, message, counter_field):
             keys.claimed(flush_id, fold.member),
             keys.claim_set(flush_id),
             keys.counters(),
+            keys.fold_store_size(),
             *keys.priority_lists(queue.name),
         ],
         args=[queue.capacity, fold.member, message, counter_field],
@@ -111,8 +187,14 @@ def publish_claimed(flush_id, fold, queue, message, counter_field):
 def unclaim(flush_id, member):
     """Give a claimed fold back to pending, merged with any fold of the same key that arrived since."""
     return script("unclaim")(
-        keys=[keys.claimed(flush_id, member), keys.fold(member), keys.pending(), keys.claim_set(flush_id)],
-        args=[member],
+        keys=[
+            keys.claimed(flush_id, member),
+            keys.fold(member),
+            keys.pending(),
+            keys.claim_set(flush_id),
+            keys.fold_store_size(),
+        ],
+        args=[member, time.time()],
     )
 
 
@@ -134,18 +216,38 @@ def renew(flush_id, lease_s):
     get_redis().zadd(keys.claims(), {flush_id: time.time() + lease_s}, xx=True)
 
 
-def state():
-    """What the admin shows: pending keys, the oldest pending fold, the last flush's time and size."""
+HELD_SAMPLE = 1000
+
+
+def state(now=None):
+    """What the admin shows: pending keys (due now, and held for later by reason, from the next 1,000 held),
+    the next due time, the store's size, the last flush's time and size."""
     client = get_redis()
+    now = time.time() if now is None else now
     pipe = client.pipeline(transaction=False)
     pipe.zcard(keys.pending())
-    pipe.zrange(keys.pending(), 0, 0, withscores=True)
+    pipe.zcount(keys.pending(), "-inf", now)
+    pipe.zrangebyscore(keys.pending(), f"({now}", "+inf", start=0, num=HELD_SAMPLE, withscores=True)
     pipe.hgetall(keys.digest_stats())
     pipe.zcard(keys.claims())
-    pending, oldest, stats, claims = pipe.execute()
+    pipe.hmget(keys.fold_store_size(), "k", "b")
+    pending, due, held, stats, claims, (size_k, size_b) = pipe.execute()
+    reasons = {}
+    if held:
+        pipe = client.pipeline(transaction=False)
+        for member, _due in held:
+            pipe.hget(keys.fold(member.decode()), "r")
+        for reason in pipe.execute():
+            name = reason.decode() if reason else "unknown"
+            reasons[name] = reasons.get(name, 0) + 1
     return {
         "pending_keys": pending,
-        "oldest_pending_at": oldest[0][1] if oldest else None,
+        "due_keys": due,
+        "held_keys": pending - due,
+        "held_by_reason": dict(sorted(reasons.items())),
+        "next_due_at": held[0][1] if held else None,
+        "store_keys": int(size_k or 0),
+        "store_bytes": int(size_b or 0),
         "last_flush_at": float(stats[b"last_flush_at"]) if b"last_flush_at" in stats else None,
         "last_flush_size": int(stats[b"last_flush_size"]) if b"last_flush_size" in stats else None,
         "claims_in_flight": claims,

@@ -58,6 +58,6 @@ class IngestTokenAdmin(admin.ModelAdmin):
 
 
 from . import deadletter_admin  # noqa: E402,F401 - registers the dead letters' page
-from .preference_admin import DigestPreferenceInline  # noqa: E402 - offered to the host's User admin
+from .preference_admin import NotificationSettingsInline, PreferenceInline  # noqa: E402 - for the host's User admin
 
-__all__ = ["DigestPreferenceInline", "IngestTokenAdmin"]
+__all__ = ["IngestTokenAdmin", "NotificationSettingsInline", "PreferenceInline"]

@@ -3,7 +3,6 @@
 import hashlib
 import secrets
 
-from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
@@ -87,46 +86,4 @@ class DeadLetter(models.Model):
         return self.id
 
 
-class DigestPreference(models.Model):
-    """A user who opted out of digests, for all kinds (kind empty) or for one kind."""
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="digest_preferences", verbose_name=_("user")
-    )
-    kind = models.CharField(
-        _("kind"), max_length=100, blank=True, default="", help_text=_("Leave empty to apply to every kind.")
-    )
-    deliver_separately = models.BooleanField(
-        _("deliver every event separately"),
-        default=True,
-        help_text=_("Never fold this user's events into a digest; deliver each one on its own, later if need be."),
-    )
-    updated_at = models.DateTimeField(_("updated"), auto_now=True)
-
-    class Meta:
-        verbose_name = _("digest preference")
-        verbose_name_plural = _("digest preferences")
-        constraints = [models.UniqueConstraint(fields=["user", "kind"], name="digest_preference_user_kind")]
-
-    def __str__(self):
-        scope = self.kind or _("all kinds")
-        state = _("separately") if self.deliver_separately else _("digests allowed")
-        return f"{self.user} / {scope}: {state}"
-
-    def clean(self):
-        from django.core.exceptions import ValidationError
-
-        from .kinds import all_kinds
-
-        if self.kind and self.kind not in all_kinds():
-            raise ValidationError({"kind": _("%(kind)s is not a registered kind.") % {"kind": self.kind}})
-
-    @property
-    def optout_member(self):
-        """The member of the Redis opt-out set this row stands for."""
-        return optout_member(self.user_id, self.kind)
-
-
-def optout_member(user_id, kind=""):
-    """ "<user id>" for every kind, "<user id>|<kind>" for one (as pipeline/lua/fold.lua tests them)."""
-    return f"{user_id}|{kind}" if kind else str(user_id)
+from .preference_models import NotificationSettings, Preference  # noqa: E402,F401 - models of this app

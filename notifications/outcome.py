@@ -9,7 +9,8 @@ class Outcome(StrEnum):
     ACCEPTED = "accepted"  # queued for individual delivery
     FOLDED = "folded"  # went into the digest
     COLLAPSED = "collapsed"  # background: only the latest state per key is kept
-    DEFERRED = "deferred"  # opted-out user, queue full: waits in the overflow for room
+    DEFERRED = "deferred"  # a user who chose instant delivery, queue full: waits in the overflow for room
+    SUPPRESSED = "suppressed"  # the user turned every channel of this kind off: counted, not sent
 
     def __str__(self):
         return self.value

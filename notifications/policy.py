@@ -1,16 +1,19 @@
 """The class policy: publish a validated event, and decide what its class does when the queue is full.
 
-critical waits up to wait_ms for room, then raises Rejected. routine folds into the digest (or, for an
-opted-out user, waits in the overflow). background collapses to its latest state. The engine's admission
-(pipeline.admission) checks the bound and pushes in one atomic step; this module only decides.
+What the user chose comes first (a channel off, the digest, quiet hours, a cadence, a throttle), then the
+class: critical waits up to wait_ms for room, then raises Rejected; routine folds into the digest (or, for a
+user who chose instant delivery, waits in the overflow); background collapses to its latest state. All of it
+is decided in one Redis round trip (digest/lua/admit.lua), from the preferences mirrored into Redis.
 """
 
+import json
 import logging
 import time
 from dataclasses import dataclass
 
 from kombu.exceptions import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError, ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from digest import store
@@ -20,7 +23,7 @@ from pipeline.conf import Kind, sluice_settings
 from pipeline.depth import depth, drain_rate
 from pipeline.message import event_kwargs_json, send_message
 
-from .exceptions import Rejected, Unavailable
+from .exceptions import QueueCeilingReached, Rejected, Unavailable
 from .outcome import Outcome
 
 logger = logging.getLogger("sluice.admission")
@@ -28,6 +31,8 @@ logger = logging.getLogger("sluice.admission")
 # Polling for room backs off from 2 ms to 25 ms: about a dozen tries in 250 ms, never a spin.
 FIRST_POLL_S, MAX_POLL_S = 0.002, 0.025
 BURST_WINDOW_S = 10
+# A full fold store drains at the next flushes (every flush_interval_s); a refused caller comes back then.
+FULL_STORE_RETRY_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,19 +46,31 @@ class Event:
     payload_json: str
 
 
-def event_message(event, queue_name):
-    """The Celery message that sends ``event``."""
+def event_message(event, queue_name, channels_header):
+    """The Celery message that sends ``event``; ``channels_header`` (JSON) restricts its channels."""
     kind = event.kind
     kwargs = event_kwargs_json(event.notification_id, kind.name, event.user_id, event.entity_id, event.payload_json)
-    return send_message(kind.klass, event.notification_id, kwargs, queue_name, kind.name)
+    return send_message(
+        kind.klass, event.notification_id, kwargs, queue_name, kind.name, channels_header=channels_header
+    )
+
+
+def default_plan(kind):
+    """What admission does for a user who chose nothing: "instant channels|digest channels|strict"."""
+    channels = ",".join(kind.channels)
+    return f"{channels}||0" if kind.default_mode == "instant" else f"|{channels}|0"
 
 
 def publish_event(event):
-    """Admit ``event`` to its class queue; return its Outcome, or raise Rejected or Unavailable."""
+    """Admit ``event``; return its Outcome, or raise Rejected or Unavailable."""
     queue = sluice_settings().queues[event.kind.klass]
     try:
-        return admit(event, queue, event_message(event, queue.name))
-    except (RedisConnectionError, RedisTimeoutError, OperationalError) as exc:
+        return admit(event, queue)
+    except OutOfMemoryError as exc:
+        # Redis at its maxmemory under noeviction: full, not broken; the caller retries later (ingest: 503).
+        raise Unavailable(f"Redis at {_where()} is out of memory; retry later") from exc
+    except (RedisConnectionError, RedisTimeoutError, OperationalError, ReadOnlyError) as exc:
+        # ReadOnlyError: a replica, or a primary that lost its replicas' quorum (min-replicas-to-write).
         raise Unavailable(f"Redis at {_where()} is unavailable ({type(exc).__name__}: {exc}); retry later") from exc
 
 
@@ -61,14 +78,38 @@ def _where():
     return sluice_settings().redis_url.rsplit("@", 1)[-1]  # never the password
 
 
-def admit(event, queue, message):
-    """Admit one validated event; return its Outcome or raise Rejected."""
-    klass = event.kind.klass
-    if push(queue, message, klass) == PUSHED:
-        return Outcome.ACCEPTED
-    if klass == "critical":
-        return _wait_for_room(event, queue, message)
-    return _fold(event, queue, message)
+OUTCOMES = {
+    store.ACCEPTED: Outcome.ACCEPTED,
+    store.FOLDED: Outcome.FOLDED,
+    store.COLLAPSED: Outcome.COLLAPSED,
+    store.DEFERRED: Outcome.DEFERRED,
+    store.SUPPRESSED: Outcome.SUPPRESSED,
+}
+
+
+def admit(event, queue):
+    """Admit one validated event in one round trip (digest/lua/admit.lua); return its Outcome or raise Rejected."""
+    conf = sluice_settings()
+    message = event_message(event, queue.name, f'"{store.CHANNELS}"')
+    done = store.admit(event, queue, message, default_plan(event.kind), conf.digest, event.notification_id)
+    if done.flush:
+        enqueue_size_flush()
+    if done.outcome in OUTCOMES:
+        return OUTCOMES[done.outcome]
+    if done.outcome == store.CEILING:
+        raise QueueCeilingReached(f"queue {queue.name!r} is at its hard ceiling of {queue.ceiling} messages")
+    if done.outcome == store.FULL:
+        header = (
+            json.dumps(list(done.instant_channels))
+            if set(done.instant_channels) != set(event.kind.channels)
+            else "null"
+        )
+        return _wait_for_room(event, queue, message.replace(f'"{store.CHANNELS}"', header, 1))
+    if done.outcome == store.OVERFLOW_FULL:
+        logger.error("%s overflow for users who chose instant delivery is full: rejecting", event.kind.klass)
+        raise Rejected(f"the {event.kind.klass} queue and its overflow are full", retry_after=1.0)
+    logger.error("the fold store is full (SLUICE_DIGEST max_fold_keys/max_fold_bytes): rejecting")
+    raise Rejected(f"the {event.kind.klass} queue and the digest's store are full", retry_after=FULL_STORE_RETRY_S)
 
 
 def _wait_for_room(event, queue, message):
@@ -100,26 +141,3 @@ def _reject(klass, queue):
         f"the {klass} queue is full ({current} of {queue.capacity}); retry in {retry_after:.0f} s",
         retry_after=retry_after,
     )
-
-
-def _fold(event, queue, message):
-    klass = event.kind.klass
-    code = store.fold(
-        klass,
-        event.user_id,
-        event.kind.name,
-        event.entity_id,
-        event.payload_json,
-        message,
-        queue.overflow,
-        sluice_settings().digest["max_keys"],
-        opt_out=klass == "routine",
-    )
-    if code == store.OVERFLOW_FULL:
-        logger.error("%s overflow for opted-out users is full: rejecting", klass)
-        raise Rejected(f"the {klass} queue and its overflow are full", retry_after=1.0)
-    if code == store.DEFERRED:
-        return Outcome.DEFERRED
-    if code == store.FOLDED_FLUSH:
-        enqueue_size_flush()
-    return Outcome.FOLDED if klass == "routine" else Outcome.COLLAPSED

@@ -1,5 +1,5 @@
-"""Admin: digest preferences (search, filters, bulk actions; an inline the host adds to its User admin) and
-the digest's state."""
+"""Admin: users' preferences and settings (filters, bulk actions; inlines the host adds to its User admin),
+with the digest's state: what is due, what is held for later and why, and the fold store's size."""
 
 from datetime import UTC, datetime
 
@@ -7,65 +7,100 @@ from django import forms
 from django.contrib import admin, messages
 from django.utils.translation import gettext_lazy as _
 
-from .kinds import all_kinds
-from .models import DigestPreference
-from .preferences import mirror
+from pipeline.conf import sluice_settings
+
+from .models import NotificationSettings, Preference
+from .preferences import write_mirror
 
 
-class DigestPreferenceForm(forms.ModelForm):
-    """The kind is a choice among the registered kinds (or every kind), and a new row saves as it stands."""
+def _choices(names, everything):
+    return [("", everything), *((name, name) for name in sorted(names))]
+
+
+class PreferenceForm(forms.ModelForm):
+    """Kind, category and channel are choices among what is registered; a new row saves as it stands."""
 
     class Meta:
-        model = DigestPreference
-        fields = ("user", "kind", "deliver_separately")
+        model = Preference
+        fields = ("user", "kind", "category", "channel", "mode")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # A kind since removed from SLUICE_KINDS stays listed on its own row, so saving never changes it.
-        names = set(all_kinds()) | ({self.instance.kind} if self.instance.kind else set())
-        self.fields["kind"] = forms.ChoiceField(
-            label=_("kind"),
-            choices=[("", _("all kinds")), *((name, name) for name in sorted(names))],
-            required=False,
-            help_text=DigestPreference._meta.get_field("kind").help_text,
+        conf = sluice_settings()
+        # A name since removed from the settings stays listed on its own row, so saving never changes it.
+        kinds = {*conf.kinds, *filter(None, [self.instance.kind])}
+        categories = {k.category for k in conf.kinds.values() if k.category} | set(
+            filter(None, [self.instance.category])
         )
+        channels = {*conf.channels, *filter(None, [self.instance.channel])}
+        for name, names, everything in (
+            ("kind", kinds, _("every kind (or the category)")),
+            ("category", categories, _("no category")),
+            ("channel", channels, _("every channel")),
+        ):
+            field = Preference._meta.get_field(name)
+            self.fields[name] = forms.ChoiceField(
+                label=field.verbose_name, choices=_choices(names, everything), required=False, help_text=field.help_text
+            )
 
     def has_changed(self):
-        # Django skips an added inline row left at its defaults ("all kinds", "deliver separately") as
-        # unchanged, and says the page saved: the user's events kept folding. A new row is a change.
+        # Django skips an added inline row left at its defaults as unchanged, and says the page saved: the
+        # user's choice was lost. A new row is a change.
         return self.instance.pk is None or super().has_changed()
 
 
-@admin.register(DigestPreference)
-class DigestPreferenceAdmin(admin.ModelAdmin):
-    form = DigestPreferenceForm
-    list_display = ("user", "kind_or_all", "deliver_separately", "updated_at")
-    list_filter = ("deliver_separately", "kind")
+@admin.register(Preference)
+class PreferenceAdmin(admin.ModelAdmin):
+    form = PreferenceForm
+    list_display = ("user", "kind", "category", "channel", "mode", "updated_at")
+    list_filter = ("mode", "kind", "category", "channel")
     search_fields = ("user__username", "user__email", "user__first_name", "user__last_name")
     autocomplete_fields = ("user",)
-    actions = ("deliver_separately", "allow_digests")
+    actions = ("make_instant", "make_digest", "make_off")
     change_list_template = "admin/sluice/preferences_change_list.html"
 
-    @admin.display(description=_("kind"), ordering="kind")
-    def kind_or_all(self, obj):
-        return obj.kind or _("all kinds")
+    @admin.action(description=_("Set the selected preferences to instant"), permissions=["change"])
+    def make_instant(self, request, queryset):
+        self._set(request, queryset, "instant")
 
-    @admin.action(description=_("Deliver every event separately"), permissions=["change"])
-    def deliver_separately(self, request, queryset):
-        self._set(request, queryset, True)
+    @admin.action(description=_("Set the selected preferences to digest"), permissions=["change"])
+    def make_digest(self, request, queryset):
+        self._set(request, queryset, "digest")
 
-    @admin.action(description=_("Allow digests"), permissions=["change"])
-    def allow_digests(self, request, queryset):
-        self._set(request, queryset, False)
+    @admin.action(description=_("Set the selected preferences to off"), permissions=["change"])
+    def make_off(self, request, queryset):
+        self._set(request, queryset, "off")
 
-    def _set(self, request, queryset, separately):
-        # update() sends no post_save, so the Redis mirror is written here.
-        changed = queryset.update(deliver_separately=separately)
-        mirror(queryset)
+    def _set(self, request, queryset, mode):
+        # Each row is validated (a mandatory kind cannot go off or digest); update() would skip that and the mirror.
+        changed, refused = 0, []
+        for row in queryset:
+            row.mode = mode
+            try:
+                row.full_clean(validate_unique=False)
+            except forms.ValidationError as exc:
+                refused.append(f"{row}: {'; '.join(exc.messages)}")
+                continue
+            row.save(update_fields=["mode", "updated_at"])
+            changed += 1
         self.message_user(request, _("%d preferences updated.") % changed, messages.SUCCESS)
+        for reason in refused:
+            self.message_user(request, reason, messages.ERROR)
 
     def changelist_view(self, request, extra_context=None):
         return super().changelist_view(request, {**(extra_context or {}), "digest_state": digest_state()})
+
+
+@admin.register(NotificationSettings)
+class NotificationSettingsAdmin(admin.ModelAdmin):
+    list_display = ("user", "timezone", "quiet_start", "quiet_end", "cadence", "digest_at", "updated_at")
+    list_filter = ("cadence", "timezone")
+    search_fields = ("user__username", "user__email")
+    autocomplete_fields = ("user",)
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        write_mirror([obj.user_id])
 
 
 def digest_state():
@@ -80,16 +115,32 @@ def digest_state():
         queues = snapshot()
     except RedisError:
         return None
-    when = {k: datetime.fromtimestamp(raw[k], UTC) if raw[k] else None for k in ("oldest_pending_at", "last_flush_at")}
-    return {**raw, **when, "queues": queues}
+    when = {k: datetime.fromtimestamp(raw[k], UTC) if raw[k] else None for k in ("next_due_at", "last_flush_at")}
+    conf = sluice_settings().digest
+    return {
+        **raw,
+        **when,
+        "queues": queues,
+        "max_fold_keys": conf["max_fold_keys"],
+        "max_fold_bytes": conf["max_fold_bytes"],
+    }
 
 
-class DigestPreferenceInline(admin.TabularInline):
-    """A user's digest preferences on their page. Sluice never touches your User admin: add this inline to it,
-    e.g. ``inlines = [*UserAdmin.inlines, DigestPreferenceInline]`` (docs/integrate.md)."""
+class PreferenceInline(admin.TabularInline):
+    """A user's preferences on their page. Sluice never touches your User admin: add this inline (and
+    NotificationSettingsInline) to it, e.g. ``inlines = [*UserAdmin.inlines, PreferenceInline]``."""
 
-    model = DigestPreference
-    form = DigestPreferenceForm
+    model = Preference
+    form = PreferenceForm
     extra = 0
-    fields = ("kind", "deliver_separately", "updated_at")
+    fields = ("kind", "category", "channel", "mode", "updated_at")
     readonly_fields = ("updated_at",)
+
+
+class NotificationSettingsInline(admin.StackedInline):
+    """A user's time zone, quiet hours and digest cadence on their page."""
+
+    model = NotificationSettings
+    extra = 0
+    max_num = 1
+    fields = ("timezone", "quiet_start", "quiet_end", "cadence", "digest_at")

@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 from pipeline import deadletters, gate, keys, metrics
 from pipeline.celery import app
 from pipeline.conf import CLASSES, sluice_settings
+from pipeline.message import CHANNELS_HEADER
 from pipeline.queues import send_task_name
 from pipeline.republish import republish
 from pipeline.signals import PUBLISHED_AT
@@ -64,8 +65,10 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
         # Settings changed between publish and send: kept for a replay once the kind is back.
         dead_letter(task, "unknown_kind", f"kind {kind!r} is no longer registered", channels)
     context = {"kind": kind, "entity_id": entity_id, "payload": payload, "count": count, **extra}
-    # A routine fold of several events is a digest; a background collapse shows only the latest state.
-    subject, body = render(kind_obj, context, digest=count > 1 and kind_obj.klass == "routine")
+    # A routine fold of several events is a digest; a background collapse shows only the latest state. A fold of
+    # a coarser grain (user|kind, or the user) always reads as one, whatever the class.
+    grain = extra.get("grain", "entity")
+    subject, body = render(kind_obj, context, digest=(count > 1 and kind_obj.klass == "routine") or grain != "entity")
     failed = []
     for channel in kind_obj.channels:
         if channels is not None and channel not in channels:
@@ -196,6 +199,11 @@ def _why(exc):
 
 def run(task, kwargs):
     """The body of every send task: deliver, and turn anything unexpected into a retry."""
+    restricted = getattr(task.request, CHANNELS_HEADER, None)
+    if restricted is not None and "channels" not in kwargs:
+        # Admission restricted the channels (the user turned some off): a retry carries it in its kwargs.
+        kwargs = {**kwargs, "channels": list(restricted)}
+        task.request.kwargs = kwargs
     try:
         deliver(task, **kwargs)
     except (Retry, Reject, Ignore):

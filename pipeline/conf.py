@@ -1,5 +1,6 @@
 """The one resolver for SLUICE_ settings: read, validate, and cache them as plain objects."""
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -10,6 +11,8 @@ from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 CLASSES = ("critical", "routine", "background")
+# Kind and channel names travel inside Redis keys, Lua arguments and JSON: plain characters only.
+NAME = re.compile(r"[\w.:-]{1,100}")
 
 DEFAULT_QUEUE = {"capacity": 2048, "wait_ms": 0}
 DEFAULT_DIGEST = {"flush_interval_s": 60, "max_keys": 200}
@@ -28,15 +31,34 @@ class QueueConfig:
     overflow: int
 
 
+MODES = ("instant", "digest", "off")
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """At most ``max`` events of a kind per user in any ``per_s`` seconds; the rest fold into the digest."""
+
+    max: int
+    per_s: int
+
+
 @dataclass(frozen=True)
 class Kind:
-    """What a kind of event is: its class, its channels and its templates."""
+    """What a kind of event is: its class, its channels, its templates, and what its users may choose."""
 
     name: str
     klass: str
     channels: tuple
     template: str
     digest_template: str
+    # A group of kinds a user can set at once ("tasks", "meetings"); "" for none.
+    category: str = ""
+    # The mode of a user who set nothing: "instant" (sent on its own, folded only when the queue is full) or
+    # "digest" (always folded).
+    default_mode: str = "instant"
+    # A user cannot turn it off nor into a digest (a sign-in code); quiet hours, cadence and throttle never hold it.
+    mandatory: bool = False
+    throttle: Throttle | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +150,8 @@ def _channels(raw):
     channels = {}
     for name, conf in _mapping(raw, "SLUICE_CHANNELS").items():
         setting = f"SLUICE_CHANNELS['{name}']"
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise ImproperlyConfigured(f"SLUICE_CHANNELS has a bad channel name {name!r}: letters, digits and . _ : -")
         conf = _mapping(conf, setting)
         backend = conf.get("backend")
         if not isinstance(backend, str):
@@ -177,8 +201,10 @@ def _kinds(raw, channels):
     kinds = {}
     for name, conf in _mapping(raw, "SLUICE_KINDS").items():
         setting = f"SLUICE_KINDS['{name}']"
-        if not isinstance(name, str) or not name or len(name) > 100:
-            raise ImproperlyConfigured(f"SLUICE_KINDS has a bad kind name {name!r}")
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise ImproperlyConfigured(
+                f"SLUICE_KINDS has a bad kind name {name!r}: up to 100 letters, digits and . _ : -"
+            )
         conf = _mapping(conf, setting)
         klass = conf.get("class")
         if klass not in CLASSES:
@@ -189,6 +215,9 @@ def _kinds(raw, channels):
         missing = [c for c in names if c not in channels]
         if missing:
             raise ImproperlyConfigured(f"{setting}['channels'] names channels not in SLUICE_CHANNELS: {missing}")
+        extra = set(conf) - KIND_KEYS
+        if extra:
+            raise ImproperlyConfigured(f"{setting} has unknown keys {sorted(extra)}")
         slug = name.replace(".", "_")
         kinds[name] = Kind(
             name=name,
@@ -196,15 +225,78 @@ def _kinds(raw, channels):
             channels=tuple(names),
             template=conf.get("template", f"sluice/{slug}.txt"),
             digest_template=conf.get("digest_template", f"sluice/digest/{slug}.txt"),
+            category=_category(conf.get("category", ""), setting),
+            default_mode=_default_mode(conf.get("default_mode", "instant"), klass, setting),
+            mandatory=_flag(conf.get("mandatory", False), f"{setting}['mandatory']"),
+            throttle=_throttle(conf.get("throttle"), klass, setting),
         )
     return kinds
 
 
-def _digest(raw):
+KIND_KEYS = {
+    "class",
+    "channels",
+    "template",
+    "digest_template",
+    "category",
+    "default_mode",
+    "mandatory",
+    "throttle",
+    "expires_after_s",
+}
+
+
+def _category(value, setting):
+    if not isinstance(value, str) or len(value) > 100 or ":" in value:
+        raise ImproperlyConfigured(f"{setting}['category'] must be a name of up to 100 characters, got {value!r}")
+    return value
+
+
+def _default_mode(value, klass, setting):
+    allowed = ("instant",) if klass == "critical" else ("instant", "digest")
+    if value not in allowed:
+        raise ImproperlyConfigured(f"{setting}['default_mode'] must be one of {list(allowed)}, got {value!r}")
+    return value
+
+
+def _throttle(raw, klass, setting):
+    if raw is None:
+        return None
+    if klass == "critical":
+        # A throttled event folds into the digest, and critical never folds.
+        raise ImproperlyConfigured(f"{setting}['throttle'] is not for a critical kind: critical never folds")
+    raw = _mapping(raw, f"{setting}['throttle']")
+    if set(raw) != {"max", "per_s"}:
+        raise ImproperlyConfigured(f"{setting}['throttle'] takes exactly 'max' and 'per_s', got {sorted(raw)}")
+    return Throttle(
+        max=_positive_int(raw["max"], f"{setting}['throttle']['max']"),
+        per_s=_positive_int(raw["per_s"], f"{setting}['throttle']['per_s']"),
+    )
+
+
+# The fold store's default bound: ten times what the bulk queues hold, in keys, and a KiB a key in payload
+# bytes (2048 + 2048 capacities: 40,960 keys, 40 MiB). Past half of it new folds coarsen (user|kind), past
+# 80% they fold per user; only a full store refuses (digest/lua/admit.lua).
+FOLD_KEYS_PER_QUEUED_MESSAGE = 10
+FOLD_BYTES_PER_KEY = 1024
+
+
+def _digest(raw, queues):
     conf = {**DEFAULT_DIGEST, **_mapping(raw, "SLUICE_DIGEST")}
+    extra = set(conf) - {"flush_interval_s", "max_keys", "max_fold_keys", "max_fold_bytes"}
+    if extra:
+        raise ImproperlyConfigured(f"SLUICE_DIGEST has unknown keys {sorted(extra)}")
+    bulk = queues["routine"].capacity + queues["background"].capacity
+    max_fold_keys = _positive_int(
+        conf.get("max_fold_keys", FOLD_KEYS_PER_QUEUED_MESSAGE * bulk), "SLUICE_DIGEST['max_fold_keys']"
+    )
     return {
         "flush_interval_s": _positive_int(conf["flush_interval_s"], "SLUICE_DIGEST['flush_interval_s']"),
         "max_keys": _positive_int(conf["max_keys"], "SLUICE_DIGEST['max_keys']"),
+        "max_fold_keys": max_fold_keys,
+        "max_fold_bytes": _positive_int(
+            conf.get("max_fold_bytes", FOLD_BYTES_PER_KEY * max_fold_keys), "SLUICE_DIGEST['max_fold_bytes']"
+        ),
     }
 
 
@@ -212,9 +304,10 @@ def _digest(raw):
 def sluice_settings():
     """Return the validated settings; raise ImproperlyConfigured naming the bad setting."""
     channels = _channels(getattr(settings, "SLUICE_CHANNELS", {}))
+    queues = _queues(getattr(settings, "SLUICE_QUEUES", {}))
     return SluiceSettings(
         redis_url=redis_url(),
-        queues=_queues(getattr(settings, "SLUICE_QUEUES", {})),
+        queues=queues,
         kinds=_kinds(getattr(settings, "SLUICE_KINDS", {}), channels),
         channels=channels,
         max_payload_bytes=_positive_int(
@@ -223,7 +316,7 @@ def sluice_settings():
         max_entity_id_length=_positive_int(
             getattr(settings, "SLUICE_MAX_ENTITY_ID_LENGTH", 200), "SLUICE_MAX_ENTITY_ID_LENGTH"
         ),
-        digest=_digest(getattr(settings, "SLUICE_DIGEST", {})),
+        digest=_digest(getattr(settings, "SLUICE_DIGEST", {}), queues),
         gate_enabled=_flag(getattr(settings, "SLUICE_GATE_ENABLED", True), "SLUICE_GATE_ENABLED"),
         dead_letters_max=_positive_int(getattr(settings, "SLUICE_DEAD_LETTERS_MAX", 10_000), "SLUICE_DEAD_LETTERS_MAX"),
     )

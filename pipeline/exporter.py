@@ -21,8 +21,12 @@ from .metrics import (
     DEAD_LETTER_REASONS,
     DEAD_LETTERS_DROPPED,
     DEAD_LETTERS_REPLAYED,
+    FOLD_GRAINS,
+    FOLD_REASONS,
     OUTCOMES,
     dead_letter_field,
+    fold_field,
+    fold_grain_field,
     read_counters,
 )
 from .store import get_redis
@@ -86,6 +90,12 @@ class SluiceCollector:
         pending = GaugeMetricFamily("sluice_digest_pending_keys", "Fold keys waiting for a flush")
         pending.add_metric([], client.zcard(keys.pending()))
         yield pending
+        held = GaugeMetricFamily(
+            "sluice_digest_held_keys", "Fold keys held for later (quiet hours, a cadence): not due before a flush"
+        )
+        held.add_metric([], client.zcount(keys.pending(), f"({now}", "+inf"))
+        yield held
+        yield from _store_size(client)
         kept = GaugeMetricFamily("sluice_dead_letters", "Dead letters kept (bounded by SLUICE_DEAD_LETTERS_MAX)")
         kept.add_metric([], client.zcard(keys.dead_letters()))
         yield kept
@@ -127,6 +137,41 @@ class SluiceCollector:
         flushes.add_metric([], counters.get("digest:flushes", 0))
         yield flushes
         yield from _dead_letter_counters(counters)
+        yield from _fold_counters(counters)
+
+
+def _store_size(client):
+    stored_keys, stored_bytes = client.hmget(keys.fold_store_size(), "k", "b")
+    bounds = sluice_settings().digest
+    for unit, value, bound in (
+        ("keys", stored_keys, bounds["max_fold_keys"]),
+        ("bytes", stored_bytes, bounds["max_fold_bytes"]),
+    ):
+        size = GaugeMetricFamily(f"sluice_digest_store_{unit}", f"The fold store's size, in {unit}")
+        size.add_metric([], int(value or 0))
+        limit = GaugeMetricFamily(f"sluice_digest_store_max_{unit}", f"The fold store's bound, in {unit}")
+        limit.add_metric([], bound)
+        yield size
+        yield limit
+
+
+def _fold_counters(counters):
+    folds = CounterMetricFamily(
+        "sluice_folds",
+        "Events folded into the digest, by why (queue full, a preference, quiet hours, a cadence, "
+        "a throttle; refused when the store was full)",
+        labels=["class", "reason"],
+    )
+    grains = CounterMetricFamily(
+        "sluice_fold_grains", "Events folded, by the grain of the key that took them", labels=["class", "grain"]
+    )
+    for klass in ("routine", "background"):
+        for reason in FOLD_REASONS:
+            folds.add_metric([klass, reason], counters.get(fold_field(klass, reason), 0))
+        for grain in FOLD_GRAINS:
+            grains.add_metric([klass, grain], counters.get(fold_grain_field(klass, grain), 0))
+    yield folds
+    yield grains
 
 
 def _dead_letter_counters(counters):

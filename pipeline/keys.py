@@ -1,6 +1,7 @@
 """Every Redis key name Sluice uses, in one place."""
 
 import json
+from functools import lru_cache
 
 from django.conf import settings
 from kombu.transport.redis import PRIORITY_STEPS, Channel
@@ -27,8 +28,25 @@ def priority_lists(queue):
 
 
 def fold_member(user_id, kind, entity_id):
-    """The fold key of user|kind|entity: a JSON array, so no separator inside an id can merge two keys."""
+    """A fold key: a JSON array, so no separator inside an id can merge two keys. [user, kind, entity] for the
+    entity grain, [user, kind, null] for user|kind, [user, null, class] for a user's whole class."""
     return json.dumps([user_id, kind, entity_id], ensure_ascii=False, separators=(",", ":"))
+
+
+def fold_members(user_id, kind, entity_id, klass):
+    """fold_member() of the three grains of one event, serialising each part once (admission's hot path)."""
+    user, kind_json = _part(user_id), _part(kind)
+    entity = json.dumps(entity_id, ensure_ascii=False)
+    return f"[{user},{kind_json},{entity}]", f"[{user},{kind_json},null]", f"[{user},null,{_part(klass)}]"
+
+
+def _part(value):
+    return _cached_part(value) if isinstance(value, str) else json.dumps(value)
+
+
+@lru_cache(maxsize=1024)
+def _cached_part(value):
+    return json.dumps(value, ensure_ascii=False)
 
 
 def fold(member):
@@ -41,13 +59,31 @@ def pending():
     return f"{PREFIX}:digest:pending"
 
 
-def optout():
-    """Set of opted-out users ("<user id>") and user-kind pairs ("<user id>|<kind>"), mirrored from the DB."""
-    return f"{PREFIX}:digest:optout"
+def preferences(user_id):
+    """Hash of one user's mirrored preferences (notifications.preferences): k:<kind> plans, q quiet, c cadence."""
+    return f"{PREFIX}:prefs:{user_id}"
+
+
+def preferences_rebuilt():
+    """Flag held for an hour after a full rebuild of the preferences' mirror."""
+    return f"{PREFIX}:prefs:rebuilt"
+
+
+def throttle(user_id, kind):
+    """Zset log of one user's recent events of a throttled kind: notification id -> when."""
+    return f"{PREFIX}:throttle:[{_part(user_id)},{_part(kind)}]"
+
+
+UNTHROTTLED = f"{PREFIX}:throttle:none"  # what admission is handed for a kind without a throttle: never touched
+
+
+def fold_store_size():
+    """Hash of the fold store's size: k (fold keys, pending or claimed), b (their payload bytes)."""
+    return f"{PREFIX}:digest:size"
 
 
 def overflow(klass):
-    """List of opted-out users' messages waiting for room in the class's queue, oldest first."""
+    """List of the messages of users who chose instant delivery, waiting for room in the class's queue."""
     return f"{PREFIX}:overflow:{klass}"
 
 

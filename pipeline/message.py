@@ -12,9 +12,13 @@ import socket
 import time
 import uuid
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from .queues import send_task_name
 from .signals import PUBLISHED_AT
+
+#: The header that restricts a send to some of its kind's channels (what a user's preferences left on).
+CHANNELS_HEADER = "sluice_channels"
 
 _EMBED = '{"callbacks":null,"errbacks":null,"chain":null,"chord":null}'
 # Every field of Celery's as_task_v2 headers and kombu's properties, in their order; the %(...)s
@@ -25,7 +29,7 @@ _TEMPLATE = (
     '"group":null,"group_index":null,"retries":%(retries)d,"timelimit":[null,null],"root_id":"%(id)s",'
     '"parent_id":null,"argsrepr":"()","kwargsrepr":%(kwargsrepr)s,"origin":%(origin)s,'
     '"ignore_result":true,"replaced_task_nesting":0,"stamped_headers":null,"stamps":{},'
-    '"' + PUBLISHED_AT + '":%(published_at)r},'
+    '"' + PUBLISHED_AT + '":%(published_at)r%(extra_headers)s},'
     '"properties":{"correlation_id":"%(id)s","reply_to":"","delivery_mode":2,'
     '"delivery_info":{"exchange":"","routing_key":%(queue)s},"priority":0,"body_encoding":"base64",'
     '"delivery_tag":"%(tag)s"}}'
@@ -42,28 +46,38 @@ def origin():
     return _origin[pid]
 
 
-def envelope(task_name, task_id, kwargs_json, queue, kwargsrepr, published_at=None, retries=0, eta=None):
+def envelope(
+    task_name, task_id, kwargs_json, queue, kwargsrepr, published_at=None, retries=0, eta=None, channels_header=None
+):
     """The JSON text of one task message, ready to LPUSH onto ``queue``.
 
     ``task_id`` must be JSON-safe (Sluice's ids are hex). ``kwargs_json`` is the task's keyword
     arguments already serialised as a JSON object, so a payload validated once by notify() is never
     serialised twice. ``kwargsrepr`` is what Flower and the logs show instead of the arguments,
     which hold personal data. ``retries`` and ``eta`` (seconds since the epoch) are for a retry.
+    ``channels_header`` (JSON text, or a placeholder admission fills in) restricts the channels it is sent on.
     """
     body = f"[[],{kwargs_json},{_EMBED}]"
     return _TEMPLATE % {
         "body": base64.b64encode(body.encode()).decode(),
-        "task": json.dumps(task_name),
+        "task": _json(task_name),
         "id": task_id,
-        "kwargsrepr": json.dumps(kwargsrepr),
+        "kwargsrepr": _json(kwargsrepr),
         "origin": origin(),
         "published_at": time.time() if published_at is None else float(published_at),
         "retries": retries,
         # Celery writes the ETA as an ISO 8601 time with its offset, and reads it back the same way.
         "eta": "null" if eta is None else json.dumps(datetime.fromtimestamp(eta, UTC).isoformat()),
-        "queue": json.dumps(queue),
+        "extra_headers": "" if channels_header is None else f',"{CHANNELS_HEADER}":{channels_header}',
+        "queue": _json(queue),
         "tag": uuid.uuid4(),
     }
+
+
+@lru_cache(maxsize=256)
+def _json(text):
+    # Task names, queues and reprs repeat on every publish: serialise each once.
+    return json.dumps(text)
 
 
 def event_kwargs_json(notification_id, kind, user_id, entity_id, payload_json, **extra):

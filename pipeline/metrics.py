@@ -15,7 +15,21 @@ from . import keys
 from .store import get_redis, script
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, float("inf"))
-OUTCOMES = ("accepted", "folded", "collapsed", "deferred", "rejected")
+OUTCOMES = ("accepted", "folded", "collapsed", "deferred", "suppressed", "rejected")
+FOLD_REASONS = ("overflow", "preference", "quiet", "cadence", "throttle", "refused")
+FOLD_GRAINS = ("entity", "kind", "user")
+
+
+def fold_field(klass, reason):
+    """sluice_folds_total{class, reason}: events folded into the digest, by why."""
+    return f"folds:{klass}:{reason}"
+
+
+def fold_grain_field(klass, grain):
+    """sluice_fold_grains_total{class, grain}: events folded, by the grain of the key that took them."""
+    return f"foldgrain:{klass}:{grain}"
+
+
 SEND_STATUSES = ("sent", "failed", "rejected", "duplicate")
 
 

@@ -6,7 +6,7 @@ from django.contrib.auth.admin import UserAdmin
 from django.http import JsonResponse
 from django.urls import include, path
 
-from notifications.admin import DigestPreferenceInline
+from notifications.admin import NotificationSettingsInline, PreferenceInline
 
 
 def healthz(request):
@@ -17,7 +17,7 @@ def healthz(request):
 class DemoUserAdmin(UserAdmin):
     """What a host project does in its own admin.py: Sluice never replaces a User admin, it offers the inline."""
 
-    inlines = [*UserAdmin.inlines, DigestPreferenceInline]
+    inlines = [*UserAdmin.inlines, PreferenceInline, NotificationSettingsInline]
 
 
 User = get_user_model()

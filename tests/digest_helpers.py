@@ -1,16 +1,23 @@
 """Helpers for digest tests: fold events straight into the store, and read what a flush published."""
 
 import base64
+import dataclasses
 import json
+import uuid
 
 from digest import store
+from notifications.policy import Event, default_plan
+from pipeline.conf import sluice_settings
 
-MESSAGE = "unused: the user has not opted out"
 
-
-def fold(user_id, kind="task.comment", entity_id="t1", payload=None, klass="routine", max_keys=10_000):
-    """Fold one event as admission does when the queue is full."""
-    return store.fold(klass, user_id, kind, entity_id, json.dumps(payload or {}), MESSAGE, 100, max_keys)
+def fold(user_id, kind="task.comment", entity_id="t1", payload=None, max_keys=10_000):
+    """Fold one event as admission does when its queue is full; return the Admission."""
+    conf = sluice_settings()
+    found = conf.kinds[kind]
+    full = dataclasses.replace(conf.queues[found.klass], capacity=0, ceiling=1_000_000)
+    event = Event(found, uuid.uuid4().hex, user_id, entity_id, json.dumps(payload or {}))
+    digest = {**conf.digest, "max_keys": max_keys}
+    return store.admit(event, full, '{"unused":"@"}', default_plan(found), digest, event.notification_id)
 
 
 def published(client, queue="routine"):

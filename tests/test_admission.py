@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from notifications import Outcome, Rejected, notify
+from notifications import Outcome, Rejected, notify, preferences
 from notifications.exceptions import QueueCeilingReached
 from pipeline import keys
 from pipeline.depth import snapshot
@@ -37,7 +37,12 @@ def test_routine_folds_once_its_queue_is_full(redis_client, user, small_queues):
     assert int(fold[b"n"]) == 5
     assert json.loads(fold[b"p"]) == {"n": 14}
     assert float(fold[b"f"]) <= float(fold[b"l"])
-    assert counters(redis_client) == {"notifications:routine:accepted": 10, "notifications:routine:folded": 5}
+    assert counters(redis_client) == {
+        "notifications:routine:accepted": 10,
+        "notifications:routine:folded": 5,
+        "folds:routine:overflow": 5,  # folded because the queue was full
+        "foldgrain:routine:entity": 5,  # per user|kind|entity: the store was far from its bound
+    }
 
 
 def test_background_collapses_to_the_latest_state(redis_client, user, small_queues):
@@ -88,10 +93,11 @@ def test_critical_gets_in_when_room_frees_within_the_wait(redis_client, user, sm
     assert redis_client.llen("critical") == 1
 
 
-@pytest.mark.expected_errors("overflow for opted-out users is full: rejecting")
-def test_opted_out_user_waits_in_the_overflow_then_is_rejected(redis_client, user, small_queues):
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.expected_errors("overflow for users who chose instant delivery is full: rejecting")
+def test_a_user_who_chose_instant_waits_in_the_overflow_then_is_rejected(redis_client, user, small_queues):
     small_queues(routine={"capacity": 2})
-    redis_client.sadd(keys.optout(), str(user.pk))
+    preferences.set(user, mode="instant")  # every kind, every channel: never folded
     outcomes = [notify(user, "task.assigned", entity_id="t") for _ in range(4)]
     assert outcomes == [Outcome.ACCEPTED] * 2 + [Outcome.DEFERRED] * 2
     with pytest.raises(Rejected, match="overflow are full"):
@@ -100,9 +106,10 @@ def test_opted_out_user_waits_in_the_overflow_then_is_rejected(redis_client, use
     assert redis_client.zcard(keys.pending()) == 0
 
 
-def test_opt_out_for_one_kind_only(redis_client, user, small_queues):
+@pytest.mark.django_db(transaction=True)
+def test_instant_for_one_kind_only(redis_client, user, small_queues):
     small_queues(routine={"capacity": 1})
-    redis_client.sadd(keys.optout(), f"{user.pk}|task.comment")
+    preferences.set(user, kind="task.comment", mode="instant")
     notify(user, "task.assigned", entity_id="t")
     assert notify(user, "task.comment", entity_id="t") is Outcome.DEFERRED
     assert notify(user, "task.assigned", entity_id="t") is Outcome.FOLDED

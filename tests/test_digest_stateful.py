@@ -48,7 +48,8 @@ class FoldAndFlush(RuleBasedStateMachine):
         if members:
             [claimed] = store.read_claimed(flush_id, [data.draw(st.sampled_from(members))])
             queue = sluice_settings().queues["routine"]
-            store.publish_claimed(flush_id, claimed, queue, _message(flush_id, claimed, "routine", "routine"), "x")
+            message = _message(flush_id, claimed, "routine", "routine", ("email",))
+            store.publish_claimed(flush_id, claimed, queue, message, "x")
         store.release(flush_id)
 
     @precondition(lambda self: self.flush_ids)
@@ -90,6 +91,20 @@ class FoldAndFlush(RuleBasedStateMachine):
         sent = self.delivered + queued
         assert pending + claimed + sum(m["count"] for m in sent) == self.folded
         assert len({m["notification_id"] for m in sent}) == len(sent)
+
+    @invariant()
+    def the_store_knows_its_own_size(self):
+        # The bound is only as good as this count: every fold hash, pending or claimed, and its payload bytes.
+        hashes = [
+            *self.client.scan_iter(f"{keys.DIGEST_PREFIX}fold:*"),
+            *self.client.scan_iter(f"{keys.DIGEST_PREFIX}claimed:*"),
+        ]
+        pipe = self.client.pipeline(transaction=False)
+        for key in hashes:
+            pipe.hget(key, "z")
+        size = self.client.hgetall(keys.fold_store_size())
+        assert int(size.get(b"k", 0)) == len(hashes)
+        assert int(size.get(b"b", 0)) == sum(int(z) for z in pipe.execute())
 
     @invariant()
     def no_fold_is_both_pending_and_claimed_under_one_flush(self):

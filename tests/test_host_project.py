@@ -36,14 +36,14 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 
-from notifications.admin import DigestPreferenceInline
+from notifications.admin import NotificationSettingsInline, PreferenceInline
 
 admin.site.unregister(get_user_model())
 
 
 @admin.register(get_user_model())
 class HostUserAdmin(UserAdmin):
-    inlines = [*UserAdmin.inlines, DigestPreferenceInline]
+    inlines = [*UserAdmin.inlines, PreferenceInline, NotificationSettingsInline]
 """
 # The host's own Celery app, on another broker, with its own shared task.
 HOST_CELERY = """
@@ -135,7 +135,7 @@ def test_the_wheel_holds_the_apps_their_data_and_no_project(host):
     for expected in (
         "pipeline/lua/admit.lua",
         "pipeline/lua/include/depth.lua",
-        "digest/lua/fold.lua",
+        "digest/lua/admit.lua",
         "notifications/ingest/lua/ratelimit_token.lua",
         "notifications/templates/sluice/default.txt",
         "digest/templates/sluice/digest/default.txt",

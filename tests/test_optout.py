@@ -1,4 +1,5 @@
-"""Opt-out end to end with a real worker: an opted-out user's events all arrive one by one, never as a digest."""
+"""A user who chose instant delivery, end to end with a real worker: every event arrives one by one, never as a
+digest, even when the queue is full; and the preferences' Redis mirror follows the database."""
 
 import time
 
@@ -6,8 +7,8 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 
 from digest.flush import drain_overflows, run_flush
-from notifications import Outcome, notify
-from notifications.models import DigestPreference
+from notifications import Outcome, notify, preferences
+from notifications.models import Preference
 from pipeline import keys
 from pipeline.celery import app
 from tests.conftest import wait_for
@@ -15,14 +16,14 @@ from tests.conftest import wait_for
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(90)
-def test_opted_out_user_gets_every_event_and_others_get_a_digest(
+def test_a_user_who_chose_instant_gets_every_event_and_others_get_a_digest(
     redis_client, locmem_channels, settings, django_user_model
 ):
     settings.SLUICE_QUEUES = {"routine": {"capacity": 1, "overflow": 10}}
     alice = django_user_model.objects.create_user("alice", email="a@example.com")
     bob = django_user_model.objects.create_user("bob", email="b@example.com")
-    DigestPreference.objects.create(user=alice)  # deliver every event separately, all kinds
-    assert redis_client.sismember(keys.optout(), str(alice.pk))
+    preferences.set(alice, mode="instant")  # every event on its own, every kind
+    assert redis_client.hget(keys.preferences(alice.pk), "k:task.comment") == b"email||1"
 
     redis_client.lpush("routine", "occupied")  # the queue is full before the burst starts
     alice_outcomes = {notify(alice, "task.comment", entity_id="t1", payload={"i": i}) for i in range(5)}
@@ -57,15 +58,18 @@ def test_opted_out_user_gets_every_event_and_others_get_a_digest(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_preferences_mirror_to_redis_on_save_delete_and_bulk_actions(redis_client, django_user_model):
+def test_the_mirror_follows_saves_deletes_and_heals_at_a_flush(redis_client, django_user_model):
     user = django_user_model.objects.create_user("carol")
-    pref = DigestPreference.objects.create(user=user, kind="task.comment")
-    assert redis_client.smembers(keys.optout()) == {f"{user.pk}|task.comment".encode()}
-    pref.deliver_separately = False
-    pref.save()
-    assert redis_client.scard(keys.optout()) == 0
-    pref.delete()
-    DigestPreference.objects.create(user=user)
-    redis_client.delete(keys.optout())  # drift, as after a Redis restart without persistence
-    run_flush("test")  # every flush heals the mirror from the database
-    assert redis_client.smembers(keys.optout()) == {str(user.pk).encode()}
+    key = keys.preferences(user.pk)
+    row = preferences.set(user, kind="task.comment", mode="off")
+    assert redis_client.hget(key, "k:task.comment") == b"||0"
+    assert redis_client.hget(key, "k:task.assigned") == b"email,push||0"  # untouched: the kind's default
+    row.mode = "digest"
+    row.save()
+    assert redis_client.hget(key, "k:task.comment") == b"|email|0"
+    row.delete()
+    assert not redis_client.exists(key)  # no choice left: admission uses the kinds' defaults
+    Preference.objects.create(user=user, mode="instant")
+    redis_client.delete(key, keys.preferences_rebuilt())  # drift, as after a Redis restart without persistence
+    run_flush("test")  # a flush rebuilds the mirror from the database (at most once an hour)
+    assert redis_client.hget(key, "k:task.comment") == b"email||1"

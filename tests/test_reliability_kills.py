@@ -18,5 +18,5 @@ def test_kills_under_load_lose_nothing(redis_server, redis_client):
     assert result["kills"] == 12
     assert result["events_accepted"] > 300
     assert result["lost"] == 0, result["lost_entities"]
-    assert result["duplicated_unexplained"] == []
+    assert result["duplicated_unexplained"] == {}
     assert result["drained"]

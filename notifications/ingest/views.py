@@ -9,6 +9,7 @@ from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError, ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from notifications import exceptions
@@ -35,7 +36,16 @@ NOTIFY_ERRORS = (
     (exceptions.InvalidEntityId, 400, "invalid_entity_id"),
     (exceptions.NotifyError, 400, "invalid_notification"),
 )
-OUTAGES = (RedisConnectionError, RedisTimeoutError, BrokerError, exceptions.QueueCeilingReached, exceptions.Unavailable)
+# A Redis that is full (maxmemory under noeviction) or read-only (a replica after a failover) is an outage too.
+OUTAGES = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    BrokerError,
+    exceptions.QueueCeilingReached,
+    exceptions.Unavailable,
+)
 
 
 class Refusal(Exception):

@@ -163,10 +163,19 @@ def run(redis_url, kills, seed, stdout):
                 time.sleep(0.5)
             time.sleep(2)  # the last sends record
             drained = settled(client)
+            leftover = {
+                "lists": {q: client.llen(q) for q in ("critical", "routine")},
+                "processing": sum(client.llen(k) for k in client.scan_iter(f"{keys.fetch_prefix()}*:processing:*")),
+                "unacked_ages_s": sorted(
+                    round(time.time() - at, 1) for _tag, at in client.zrange("unacked_index", 0, -1, withscores=True)
+                ),
+            }
         finally:
             producer.stop.set()
             killer.stop()
-    return summarize(producer, killer, sent_records(), drained, time.time() - began)
+    result = summarize(producer, killer, sent_records(), drained, time.time() - began)
+    result["leftover"] = leftover
+    return result
 
 
 def summarize(producer, killer, records, drained, seconds):
@@ -192,7 +201,13 @@ def summarize(producer, killer, records, drained, seconds):
         "lost_entities": lost[:20],
         "duplicated": len(duplicates),
         "duplicated_after_provider_returned": len(explained),
-        "duplicated_unexplained": sorted(set(duplicates) - set(explained))[:20],
+        "duplicated_unexplained": {
+            entity: [
+                {**{k: copy.get(k) for k in ("pid", "started", "done")}, "killed_at": kills_by_pid.get(copy.get("pid"))}
+                for copy in duplicates[entity]
+            ]
+            for entity in sorted(set(duplicates) - set(explained))[:20]
+        },
         "drained": drained,
         "seconds": round(seconds, 1),
         "python": sys.version.split()[0],

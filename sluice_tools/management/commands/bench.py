@@ -9,13 +9,18 @@ from sluice_tools.bench.common import bench_redis, write_json
 
 
 class Command(BaseCommand):
-    help = "Run a benchmark: admission, gate, incident, soak, kills."
+    help = "Run a benchmark: admission, gate, incident, soak, kills, folds."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="name", required=True)
         admission = sub.add_parser("admission", help="notify() vs apply_async vs raw LPUSH")
         admission.add_argument("--calls", type=int, default=3000)
         admission.add_argument("--rounds", type=int, default=3)
+        admission.add_argument(
+            "--choices",
+            action="store_true",
+            help="every user has preferences, quiet hours and a throttled kind, all decided by admission",
+        )
         flood = sub.add_parser("gate", help="critical SMS latency under a background flood, gate on and off")
         flood.add_argument("--seconds", type=float, default=20)
         flood.add_argument("--flood", type=int, default=5000)
@@ -33,6 +38,9 @@ class Command(BaseCommand):
         soak.add_argument(
             "--rate-multiplier", type=float, default=10, help="offered load as a multiple of the bulk pools' capacity"
         )
+        folds = sub.add_parser("folds", help="100,000 distinct entity ids against full queues: the fold store's bound")
+        folds.add_argument("--events", type=int, default=100_000)
+        folds.add_argument("--users", type=int, default=50)
         kills = sub.add_parser("kills", help="kill -9 worker process groups under load, in fetches too; count losses")
         kills.add_argument("--kills", type=int, default=200)
         kills.add_argument("--seed", type=int, default=12)
@@ -47,17 +55,18 @@ class Command(BaseCommand):
         write_json(json_path, result)
         self.stdout.write(json.dumps(result, indent=2, sort_keys=True))
 
-    def bench_admission(self, calls, rounds, **options):
+    def bench_admission(self, calls, rounds, choices=False, **options):
         from sluice_tools.bench import admission
 
         def progress(done, total, last):
             shown = ", ".join(f"{k} {v:,.0f}/s" for k, v in last.items())
             self.stdout.write(f"round {done}/{total}: {shown}")
 
-        result = admission.run(calls, rounds, progress)
+        result = admission.run(calls, rounds, progress, choices)
         self.stdout.write(
             f"notify() is {result['notify_vs_apply_async']}x apply_async (target >= 3x); raw LPUSH is "
-            f"{result['lpush_vs_notify_per_call']}x notify() per call (target <= 2x)"
+            f"{result['lpush_vs_notify_per_call']}x notify() per call (target <= 2x); "
+            f"{result['round_trips_per_notify']} Redis round trips per notify()"
         )
         return result
 
@@ -94,6 +103,17 @@ class Command(BaseCommand):
         from sluice_tools.bench import incident_run
 
         return incident_run.run(redis_url, scale, out, flush_interval, self.stdout)
+
+    def bench_folds(self, redis_url, events, users, **options):
+        from sluice_tools.bench import folds
+
+        result = folds.run(redis_url, events, users, self.stdout)
+        self.stdout.write(
+            f"\n{events:,} events: {result['by_grain']} by grain, {result['refused']} refused; Redis peak "
+            f"{result['redis_used_memory_peak_mib']} MiB; unaccounted {result['unaccounted']}; when Redis was full: "
+            f"{result['redis_full']}"
+        )
+        return result
 
     def bench_kills(self, redis_url, kills, seed, **options):
         from sluice_tools.bench import kills as scenario

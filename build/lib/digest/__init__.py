@@ -1,1 +1,0 @@
-"""The digest: the folding store, the flush task and its beat schedule, and digest rendering."""

@@ -1,1 +1,0 @@
-"""HTTP ingest: other services send notifications with POST /api/notifications/ and a bearer token."""

@@ -1,1 +1,0 @@
-"""Autoscaling simulator: arrivals per class, worker pools, and the KEDA/HPA loop the chart configures."""
