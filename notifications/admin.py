@@ -57,7 +57,7 @@ class IngestTokenAdmin(admin.ModelAdmin):
             )
 
 
-from . import deadletter_admin  # noqa: E402,F401 - registers the dead letters' page
+from . import deadletter_admin, delivery_admin, provider_admin  # noqa: E402,F401 - registers their pages
 from .preference_admin import NotificationSettingsInline, PreferenceInline  # noqa: E402 - for the host's User admin
 
 __all__ = ["IngestTokenAdmin", "NotificationSettingsInline", "PreferenceInline"]

@@ -1,4 +1,4 @@
-"""App config of Sluice's face (label sluice_notifications): checks, and the preferences' Redis mirror."""
+"""App config of Sluice's face (label sluice_notifications): checks, the preferences' Redis mirror, tracking."""
 
 from django.apps import AppConfig
 
@@ -11,8 +11,12 @@ class NotificationsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
+        from anymail.signals import tracking as anymail_tracking
+
         from digest.signals import flush_started
 
-        from . import checks, preferences  # noqa: F401 - registers the checks and the mirror's receivers
+        from . import checks, preferences, tracking  # noqa: F401 - registers the checks and the receivers
 
         flush_started.connect(preferences.rebuild_mirror, dispatch_uid="sluice.preferences.rebuild_mirror")
+        # anymail's webhooks (notifications.urls) report delivery, bounces and complaints through this signal.
+        anymail_tracking.connect(tracking.on_tracking, dispatch_uid="sluice.delivery.tracking")

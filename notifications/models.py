@@ -1,4 +1,5 @@
-"""Sluice's models: ingest tokens (stored hashed), users' digest preferences, and the dead letters' admin page."""
+"""Sluice's models: ingest tokens and the dead letters' admin page; preferences and delivery records live in
+preference_models and delivery_models, imported here so Django finds them."""
 
 import hashlib
 import secrets
@@ -86,4 +87,5 @@ class DeadLetter(models.Model):
         return self.id
 
 
+from .delivery_models import Delivery, DeliveryStatus, Provider, Suppression  # noqa: E402,F401 - models of this app
 from .preference_models import NotificationSettings, Preference  # noqa: E402,F401 - models of this app

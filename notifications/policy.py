@@ -49,7 +49,11 @@ class Event:
 def event_message(event, queue_name, channels_header):
     """The Celery message that sends ``event``; ``channels_header`` (JSON) restricts its channels."""
     kind = event.kind
-    kwargs = event_kwargs_json(event.notification_id, kind.name, event.user_id, event.entity_id, event.payload_json)
+    # A kind that expires carries its deadline in the message, so retries and replays keep the event's own.
+    extra = {"expires_at": round(time.time() + kind.expires_after_s, 3)} if kind.expires_after_s else {}
+    kwargs = event_kwargs_json(
+        event.notification_id, kind.name, event.user_id, event.entity_id, event.payload_json, **extra
+    )
     return send_message(
         kind.klass, event.notification_id, kwargs, queue_name, kind.name, channels_header=channels_header
     )

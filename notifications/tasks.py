@@ -5,6 +5,7 @@ retried (republished with backoff), put back at the end of its queue (its channe
 (a retry could not be published), or dead-lettered with its reason (pipeline.deadletters).
 """
 
+import dataclasses
 import logging
 import math
 import time
@@ -21,6 +22,7 @@ from pipeline.republish import republish
 from pipeline.signals import PUBLISHED_AT
 from pipeline.store import script
 
+from . import delivery, expiry, providers  # noqa: F401 - delivery registers its prune task with the app
 from .channels import get_channel
 from .channels.base import Message, PermanentSendError
 from .render import render
@@ -64,14 +66,20 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
     if kind_obj is None:
         # Settings changed between publish and send: kept for a replay once the kind is back.
         dead_letter(task, "unknown_kind", f"kind {kind!r} is no longer registered", channels)
+    expires_at = expiry_of(task, kind_obj)
+    extra.pop("expires_at", None)
     context = {"kind": kind, "entity_id": entity_id, "payload": payload, "count": count, **extra}
     # A routine fold of several events is a digest; a background collapse shows only the latest state. A fold of
     # a coarser grain (user|kind, or the user) always reads as one, whatever the class.
     grain = extra.get("grain", "entity")
     subject, body = render(kind_obj, context, digest=(count > 1 and kind_obj.klass == "routine") or grain != "entity")
-    failed = []
+    failed, expired = [], []
     for channel in kind_obj.channels:
         if channels is not None and channel not in channels:
+            continue
+        if expiry.passed(expires_at):
+            # Never sent late: a sign-in code that arrives after it expired is worse than none.
+            expired.append(channel)
             continue
         message = Message(
             id=notification_id,
@@ -85,12 +93,15 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
             payload=payload,
             count=count,
             first_seen=extra.get("first_seen"),
+            expires_at=expires_at,
         )
         try:
             send_once(message)
+        except expiry.Expired:
+            expired.append(channel)
         except PermanentSendError as exc:
             # Kept at once, not at the end: a retry raised below would skip this channel as done.
-            keep(task, "permanent", exc, [channel])
+            keep(task, exc.reason, exc, [channel])
         except ClaimedElsewhere as exc:
             # Try again once the claim has expired: a sender that died holding it frees it then.
             retry(task, exc, exc.expires_in_s, channels)
@@ -103,8 +114,12 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
             logger.warning("send %s on %s failed, will retry: %s", notification_id, channel, _why(exc))
             failed.append((channel, exc))
     metrics.count(metrics.processed_field(kind_obj.klass))
+    if expired:
+        keep(task, "expired", f"not sent by its expiry ({kind_obj.expires_after_s} s after the event)", expired)
     if failed:
-        retry(task, failed[0][1], backoff(task), [channel for channel, _exc in failed])
+        # A channel whose every provider's breaker is open says when it may send again; the retry waits for it.
+        countdown = max([backoff(task)] + [getattr(exc, "retry_after_s", 0) for _channel, exc in failed])
+        retry(task, failed[0][1], countdown, [channel for channel, _exc in failed])
 
 
 def send_once(message):
@@ -122,10 +137,18 @@ def send_once(message):
         raise ClaimedElsewhere(f"{message.id} on {message.channel} is being sent elsewhere", expires_in_s)
     status, started = "failed", None
     try:
-        with gate.slot(message.channel, message.klass, message.payload):
+        with gate.slot(message.channel, message.klass, message.payload, max_wait_s=gate_wait(message)):
             started = time.perf_counter()
-            get_channel(message.channel).send(message)
+            conf = sluice_settings().channels[message.channel]
+            message = dataclasses.replace(message, deadline=send_deadline(message))
+            if conf.providers:
+                providers.send(message, conf)
+            else:
+                get_channel(message.channel).send(message)
         status = "sent"
+    except expiry.Expired:
+        status = "expired"
+        raise
     except PermanentSendError:
         status = "rejected"
         raise
@@ -140,13 +163,41 @@ def send_once(message):
     return True
 
 
+def send_deadline(message):
+    """When this attempt's send must be over (time.monotonic()): the class's send budget, within the claim's
+    lifetime, or the message's expiry when that comes first."""
+    budget = min(sluice_settings().queues[message.klass].send_budget_s, claim_ttl())
+    deadline = time.monotonic() + budget
+    if message.expires_at is not None:
+        deadline = min(deadline, time.monotonic() + (message.expires_at - time.time()))
+    return deadline
+
+
+def gate_wait(message):
+    """How long the send may wait for its channel's gate: the gate's own limit, or less when it expires sooner."""
+    channel_gate = sluice_settings().channels[message.channel].gate
+    if message.expires_at is None or channel_gate is None:
+        return None
+    limit = gate.CRITICAL_MAX_WAIT_S if message.klass == "critical" else channel_gate.max_wait_ms / 1000
+    return max(0.0, min(limit, message.expires_at - time.time()))
+
+
+def expiry_of(task, kind_obj):
+    """When this task's message expires (seconds since the epoch), or None."""
+    return expiry.expires_at(kind_obj, task.request.kwargs or {}, getattr(task.request, PUBLISHED_AT, None))
+
+
 def backoff(task):
     """Seconds before the next attempt: 1, 2, 4 ... up to MAX_BACKOFF_S."""
     return min(2**task.request.retries, MAX_BACKOFF_S)
 
 
 def retry(task, exc, countdown, channels=None):
-    """Retry in ``countdown`` seconds, or dead-letter once MAX_RETRIES attempts have failed. Always raises."""
+    """Retry in ``countdown`` seconds, or dead-letter once MAX_RETRIES attempts have failed or the retry would come
+    after the message expires. Always raises."""
+    expires_at = expiry_of(task, sluice_settings().kinds.get(task.request.kwargs.get("kind")))
+    if expires_at is not None and time.time() + countdown >= expires_at:
+        dead_letter(task, "expired", f"its next attempt would come after its expiry ({_why(exc)})", channels)
     if task.request.retries >= MAX_RETRIES:
         dead_letter(task, "retries_exhausted", exc, channels)
     republish_message(task, task.request.retries + 1, countdown, channels)

@@ -1,9 +1,10 @@
 """Sluice's HTTP endpoints, to include under a prefix of the host's choosing, for example
 ``path("api/", include("notifications.urls"))``: POST /api/notifications/ (ingest, a service's bearer token),
-GET and PUT /api/preferences/ (the signed-in user's own preferences)."""
+GET and PUT /api/preferences/ (the signed-in user's own preferences), and the providers' webhooks."""
 
-from django.urls import path
+from django.urls import include, path
 
+from .callbacks import provider_status
 from .ingest.views import ingest
 from .preferences_api import preferences_view
 
@@ -12,4 +13,9 @@ app_name = "sluice"
 urlpatterns = [
     path("notifications/", ingest, name="ingest"),
     path("preferences/", preferences_view, name="preferences"),
+    # The generic HTTP providers' delivery status callbacks (notifications.callbacks).
+    path("providers/<str:channel>/<str:provider>/status/", provider_status, name="provider_status"),
+    # anymail's tracking webhooks (e.g. anymail/postmark/tracking/): they authenticate the ESP and send anymail's
+    # tracking signal, which notifications.tracking turns into delivery status records.
+    path("anymail/", include("anymail.urls")),
 ]

@@ -15,6 +15,11 @@ CLASSES = ("critical", "routine", "background")
 NAME = re.compile(r"[\w.:-]{1,100}")
 
 DEFAULT_QUEUE = {"capacity": 2048, "wait_ms": 0}
+# How long one attempt of one channel's send may take, every provider of a failover included. Critical is
+# short: a reminder that waits ten seconds on a provider is better sent through the next one, or retried.
+DEFAULT_SEND_BUDGET_S = {"critical": 10, "routine": 30, "background": 30}
+# The send claim (notifications.tasks.CLAIM_TTL_S, 120 s) must outlive the attempt it guards.
+MAX_SEND_BUDGET_S = 120
 DEFAULT_DIGEST = {"flush_interval_s": 60, "max_keys": 200}
 
 
@@ -29,6 +34,8 @@ class QueueConfig:
     ceiling: int
     # Room for opted-out users' events while the queue is full (they are never folded).
     overflow: int
+    # The most one channel's send may take in one attempt, failover included: no provider timeout exceeds it.
+    send_budget_s: int = 30
 
 
 MODES = ("instant", "digest", "off")
@@ -59,6 +66,8 @@ class Kind:
     # A user cannot turn it off nor into a digest (a sign-in code); quiet hours, cadence and throttle never hold it.
     mandatory: bool = False
     throttle: Throttle | None = None
+    # A message of this kind not sent within this many seconds of its event is never sent (a sign-in code).
+    expires_after_s: int | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,8 @@ class ChannelConfig:
     backend: str
     options: dict = field(default_factory=dict)
     gate: GateConfig | None = None
+    # Ordered providers to fail over between (pipeline.breaker); empty for a channel with one ``backend``.
+    providers: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,8 @@ class SluiceSettings:
     gate_enabled: bool
     # Messages that cannot be sent are kept up to this many (pipeline.deadletters); then the oldest go.
     dead_letters_max: int
+    # Delivery status records (sent, delivered, bounced ...) are pruned this many days after their send.
+    delivery_retention_days: int = 30
 
 
 def _positive_int(value, setting, minimum=1):
@@ -134,13 +147,20 @@ def _queues(raw):
         if ceiling < capacity:
             raise ImproperlyConfigured(f"{name}['ceiling'] ({ceiling}) must be >= its capacity ({capacity})")
         overflow = _positive_int(conf.get("overflow", capacity), f"{name}['overflow']", minimum=0)
-        extra = set(conf) - {"capacity", "wait_ms", "ceiling", "overflow", "queue"}
+        budget = conf.get("send_budget_s", DEFAULT_SEND_BUDGET_S[klass])
+        if _positive_int(budget, f"{name}['send_budget_s']") > MAX_SEND_BUDGET_S:
+            raise ImproperlyConfigured(
+                f"{name}['send_budget_s'] must be at most {MAX_SEND_BUDGET_S} (the send claim's lifetime), got {budget}"
+            )
+        extra = set(conf) - {"capacity", "wait_ms", "ceiling", "overflow", "queue", "send_budget_s"}
         if extra:
             raise ImproperlyConfigured(f"{name} has unknown keys {sorted(extra)}")
         queue = conf.get("queue", klass)
         if not isinstance(queue, str) or not queue or queue == "celery":
             raise ImproperlyConfigured(f"{name}['queue'] must be a non-empty name other than 'celery'")
-        queues[klass] = QueueConfig(name=queue, capacity=capacity, wait_ms=wait_ms, ceiling=ceiling, overflow=overflow)
+        queues[klass] = QueueConfig(
+            name=queue, capacity=capacity, wait_ms=wait_ms, ceiling=ceiling, overflow=overflow, send_budget_s=budget
+        )
     if len({q.name for q in queues.values()}) != len(CLASSES):
         raise ImproperlyConfigured("SLUICE_QUEUES must give each class its own queue")
     return queues
@@ -153,18 +173,22 @@ def _channels(raw):
         if not isinstance(name, str) or not NAME.fullmatch(name):
             raise ImproperlyConfigured(f"SLUICE_CHANNELS has a bad channel name {name!r}: letters, digits and . _ : -")
         conf = _mapping(conf, setting)
-        backend = conf.get("backend")
-        if not isinstance(backend, str):
-            raise ImproperlyConfigured(f"{setting}['backend'] must be a dotted path, got {backend!r}")
-        try:
-            import_string(backend)
-        except ImportError as exc:
-            raise ImproperlyConfigured(f"{setting}['backend'] cannot be imported: {exc}") from exc
-        options = _mapping(conf.get("options", {}), f"{setting}['options']")
-        extra = set(conf) - {"backend", "options", *GATE_KEYS}
+        if "providers" in conf:
+            if "backend" in conf or "options" in conf:
+                raise ImproperlyConfigured(f"{setting} takes either 'backend' (and 'options') or 'providers', not both")
+            providers = _providers(conf["providers"], conf.get("breaker", {}), setting)
+            backend, options = "", {}
+        else:
+            if "breaker" in conf:
+                raise ImproperlyConfigured(f"{setting}['breaker'] needs 'providers': a breaker guards providers")
+            backend = _backend(conf.get("backend"), f"{setting}['backend']")
+            options, providers = _mapping(conf.get("options", {}), f"{setting}['options']"), ()
+        extra = set(conf) - {"backend", "options", "providers", "breaker", *GATE_KEYS}
         if extra:
             raise ImproperlyConfigured(f"{setting} has unknown keys {sorted(extra)}")
-        channels[name] = ChannelConfig(name=name, backend=backend, options=dict(options), gate=_gate(conf, setting))
+        channels[name] = ChannelConfig(
+            name=name, backend=backend, options=dict(options), gate=_gate(conf, setting), providers=providers
+        )
     return channels
 
 
@@ -219,6 +243,7 @@ def _kinds(raw, channels):
         if extra:
             raise ImproperlyConfigured(f"{setting} has unknown keys {sorted(extra)}")
         slug = name.replace(".", "_")
+        expires = conf.get("expires_after_s")
         kinds[name] = Kind(
             name=name,
             klass=klass,
@@ -229,6 +254,7 @@ def _kinds(raw, channels):
             default_mode=_default_mode(conf.get("default_mode", "instant"), klass, setting),
             mandatory=_flag(conf.get("mandatory", False), f"{setting}['mandatory']"),
             throttle=_throttle(conf.get("throttle"), klass, setting),
+            expires_after_s=None if expires is None else _positive_int(expires, f"{setting}['expires_after_s']"),
         )
     return kinds
 
@@ -319,7 +345,119 @@ def sluice_settings():
         digest=_digest(getattr(settings, "SLUICE_DIGEST", {}), queues),
         gate_enabled=_flag(getattr(settings, "SLUICE_GATE_ENABLED", True), "SLUICE_GATE_ENABLED"),
         dead_letters_max=_positive_int(getattr(settings, "SLUICE_DEAD_LETTERS_MAX", 10_000), "SLUICE_DEAD_LETTERS_MAX"),
+        delivery_retention_days=_positive_int(
+            getattr(settings, "SLUICE_DELIVERY_RETENTION_DAYS", 30), "SLUICE_DELIVERY_RETENTION_DAYS"
+        ),
     )
+
+
+@dataclass(frozen=True)
+class BreakerConfig:
+    """A provider's circuit breaker (pipeline.breaker): when it opens, how it probes, when it closes."""
+
+    # The sliding window the ratios are measured over, and the fewest calls in it that may open the breaker: enough
+    # calls that a provider failing 30% of the time does not reach 50% by chance (20 calls would, 1 time in 20).
+    window_s: int = 30
+    min_calls: int = 50
+    # Open at this share of failed calls, or of calls slower than slow_call_s, within the window.
+    open_failure_ratio: float = 0.5
+    open_slow_ratio: float = 0.5
+    slow_call_s: float = 2.0
+    # Also open after this many failed calls in a row (0: never): a provider that went down is left after a
+    # second of traffic, not after half a window of diluted ratios. 30% random failure makes 10 in a row a
+    # one-in-170,000 event.
+    open_consecutive_failures: int = 10
+    # Stay open at least this long, so a recovering provider is not hammered back down; each failed round of
+    # probes doubles it, up to max_open_s, so a provider that stays down is probed less and less often.
+    min_open_s: int = 10
+    max_open_s: int = 300
+    # Half-open: this many probe calls, and close only if at most this share of them failed or were slow.
+    # Lower than the opening ratio on purpose (hysteresis): a provider hovering at one threshold cannot flap.
+    half_open_probes: int = 5
+    close_failure_ratio: float = 0.2
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """One provider of a channel: a dotted-path backend, its options, and its breaker (None: never opens)."""
+
+    name: str
+    backend: str
+    options: dict = field(default_factory=dict)
+    breaker: BreakerConfig | None = None
+
+
+PROVIDER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,49}$")
+BREAKER_RATIOS = ("open_failure_ratio", "open_slow_ratio", "close_failure_ratio")
+
+
+def _backend(backend, setting):
+    if not isinstance(backend, str) or not backend:
+        raise ImproperlyConfigured(f"{setting} must be a dotted path, got {backend!r}")
+    try:
+        import_string(backend)
+    except ImportError as exc:
+        raise ImproperlyConfigured(f"{setting} cannot be imported: {exc}") from exc
+    return backend
+
+
+def _providers(raw, channel_breaker, setting):
+    if not isinstance(raw, (list, tuple)) or not raw:
+        raise ImproperlyConfigured(f"{setting}['providers'] must be a non-empty list, in order of preference")
+    providers, seen = [], set()
+    for index, conf in enumerate(raw):
+        where = f"{setting}['providers'][{index}]"
+        conf = _mapping(conf, where)
+        name = conf.get("name")
+        if not isinstance(name, str) or not PROVIDER_NAME.match(name):
+            raise ImproperlyConfigured(f"{where}['name'] must match {PROVIDER_NAME.pattern}, got {name!r}")
+        if name in seen:
+            raise ImproperlyConfigured(f"{where}['name'] {name!r} is used twice in the channel")
+        seen.add(name)
+        extra = set(conf) - {"name", "backend", "options", "breaker"}
+        if extra:
+            raise ImproperlyConfigured(f"{where} has unknown keys {sorted(extra)}")
+        breaker = conf.get("breaker", {})
+        providers.append(
+            ProviderConfig(
+                name=name,
+                backend=_backend(conf.get("backend"), f"{where}['backend']"),
+                options=dict(_mapping(conf.get("options", {}), f"{where}['options']")),
+                breaker=None if breaker is None else _breaker({**channel_breaker, **breaker}, where),
+            )
+        )
+    return tuple(providers)
+
+
+def _breaker(raw, setting):
+    setting = f"{setting}['breaker']"
+    raw = _mapping(raw, setting)
+    defaults = BreakerConfig()
+    extra = set(raw) - set(vars(defaults))
+    if extra:
+        raise ImproperlyConfigured(f"{setting} has unknown keys {sorted(extra)}")
+    conf = {**vars(defaults), **raw}
+    for key in ("window_s", "min_calls", "min_open_s", "max_open_s", "half_open_probes"):
+        _positive_int(conf[key], f"{setting}['{key}']")
+    _positive_int(conf["open_consecutive_failures"], f"{setting}['open_consecutive_failures']", minimum=0)
+    for key in (*BREAKER_RATIOS, "slow_call_s"):
+        value = conf[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ImproperlyConfigured(f"{setting}['{key}'] must be a number >= 0, got {value!r}")
+        conf[key] = float(value)
+    for key in ("open_failure_ratio", "open_slow_ratio"):
+        if not 0 < conf[key] <= 1:
+            raise ImproperlyConfigured(f"{setting}['{key}'] must be in (0, 1], got {conf[key]!r}")
+    if not conf["close_failure_ratio"] < conf["open_failure_ratio"]:
+        raise ImproperlyConfigured(
+            f"{setting}['close_failure_ratio'] ({conf['close_failure_ratio']}) must be below "
+            f"'open_failure_ratio' ({conf['open_failure_ratio']}): different thresholds keep the breaker from flapping"
+        )
+    if conf["slow_call_s"] <= 0:
+        raise ImproperlyConfigured(f"{setting}['slow_call_s'] must be > 0, got {conf['slow_call_s']!r}")
+    if conf["max_open_s"] < conf["min_open_s"]:
+        raise ImproperlyConfigured(f"{setting}['max_open_s'] must be >= 'min_open_s'")
+    return BreakerConfig(**conf)
 
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")

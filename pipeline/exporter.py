@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from redis.exceptions import RedisError
 
-from . import keys
+from . import keys, provider_metrics
 from .conf import CLASSES, sluice_settings
 from .depth import snapshot
 from .latency import oldest_ages
@@ -99,6 +99,7 @@ class SluiceCollector:
         kept = GaugeMetricFamily("sluice_dead_letters", "Dead letters kept (bounded by SLUICE_DEAD_LETTERS_MAX)")
         kept.add_metric([], client.zcard(keys.dead_letters()))
         yield kept
+        yield from provider_metrics.collect(client, counters)
 
     def _counters(self, counters):
         notifications = CounterMetricFamily(

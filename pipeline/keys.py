@@ -184,3 +184,13 @@ def fetch_sources(consumer):
 def fetch_tags(consumer):
     """Set of the delivery tags a consumer holds in kombu's unacked hash (so a reaper restores them at once)."""
     return f"{fetch_prefix()}{consumer}:tags"
+
+
+def breaker(channel, provider):
+    """A provider's circuit breaker (pipeline/lua/breaker_*.lua): its state, forcing, and window buckets."""
+    return f"{PREFIX}:breaker:{channel}:{provider}"
+
+
+def breaker_probes(channel, provider):
+    """Zset of a half-open breaker's probe leases -> when each expires (a prober that died frees its slot)."""
+    return f"{PREFIX}:breaker:{channel}:{provider}:probes"

@@ -30,7 +30,7 @@ def fold_grain_field(klass, grain):
     return f"foldgrain:{klass}:{grain}"
 
 
-SEND_STATUSES = ("sent", "failed", "rejected", "duplicate")
+SEND_STATUSES = ("sent", "failed", "rejected", "duplicate", "expired")
 
 
 def notifications_field(klass, outcome):
@@ -84,7 +84,7 @@ def read_counters(client=None):
     return {k.decode(): float(v) for k, v in raw.items()}
 
 
-DEAD_LETTER_REASONS = ("retries_exhausted", "permanent", "unknown_kind", "undecodable", "expired")
+DEAD_LETTER_REASONS = ("retries_exhausted", "permanent", "unknown_kind", "undecodable", "expired", "suppressed")
 
 
 def dead_letter_field(klass, reason):
@@ -94,3 +94,33 @@ def dead_letter_field(klass, reason):
 
 DEAD_LETTERS_DROPPED = "deadletters:dropped"
 DEAD_LETTERS_REPLAYED = "deadletters:replayed"
+
+#: A breaker's states, as sluice_provider_state exports them (0, 1, 2).
+PROVIDER_STATES = ("closed", "half_open", "open")
+#: What one call to a provider came to: accepted, failed (transient), rejected (permanent), or skipped because
+#: its breaker was open.
+PROVIDER_OUTCOMES = ("accepted", "failed", "rejected", "skipped")
+#: A delivery status record's statuses, in the order they may move (pipeline never moves one back).
+DELIVERY_STATUSES = ("sent", "delivered", "failed", "bounced", "complained")
+DELIVERY_UNMATCHED = "delivery:unmatched"
+DELIVERY_PRUNED = "delivery:pruned"
+
+
+def provider_transition_prefix(channel, provider):
+    """sluice_provider_transitions_total{channel, provider, to}: the field is this prefix and the new state."""
+    return f"provider_transitions:{channel}:{provider}:"
+
+
+def provider_call_field(channel, provider, outcome):
+    """sluice_provider_calls_total{channel, provider, outcome}."""
+    return f"provider_calls:{channel}:{provider}:{outcome}"
+
+
+def delivery_status_field(channel, provider, status):
+    """sluice_delivery_status_total{channel, provider, status}: records that reached ``status``."""
+    return f"delivery_status:{channel}:{provider}:{status}"
+
+
+def suppression_field(reason):
+    """sluice_suppressions_added_total{reason}: addresses suppressed after a bounce or a complaint."""
+    return f"suppressions:{reason}"

@@ -16,7 +16,18 @@ def get_channel(name):
     return import_string(conf.backend)(name=name, **conf.options)
 
 
+@cache
+def get_provider(channel, provider):
+    """The backend instance of one provider of ``channel`` (SLUICE_CHANNELS[channel]["providers"]), built once per
+    process. It is given the channel's name, like any backend, and knows its provider's as ``provider``."""
+    conf = next(p for p in sluice_settings().channels[channel].providers if p.name == provider)
+    backend = import_string(conf.backend)(name=channel, **conf.options)
+    backend.provider = provider
+    return backend
+
+
 @receiver(setting_changed)
 def _reset(setting, **kwargs):
     if setting == "SLUICE_CHANNELS":
         get_channel.cache_clear()
+        get_provider.cache_clear()

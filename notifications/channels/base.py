@@ -1,5 +1,6 @@
 """The contract every delivery channel backend fulfils, and the message it is given."""
 
+import time
 from dataclasses import dataclass, field
 
 
@@ -23,6 +24,17 @@ class Message:
     count: int = 1
     # For a digest: when its oldest folded event happened (seconds since the epoch).
     first_seen: float | None = None
+    # When the send must be over (time.monotonic()): the class's send budget, or the kind's expiry if sooner.
+    # A backend never waits on its provider past it.
+    deadline: float | None = None
+    # When the message expires (seconds since the epoch), for kinds with ``expires_after_s``.
+    expires_at: float | None = None
+
+    def time_left(self, cap):
+        """Seconds a backend may still wait on its provider: ``cap``, or less when the deadline is nearer."""
+        if self.deadline is None:
+            return cap
+        return max(0.0, min(cap, self.deadline - time.monotonic()))
 
 
 class SendError(Exception):
@@ -36,13 +48,24 @@ class TransientSendError(SendError):
 class PermanentSendError(SendError):
     """Retrying cannot help: no address, a 4xx, a rejected recipient."""
 
+    #: The dead letters' reason for it.
+    reason = "permanent"
+
+
+class SuppressedRecipient(PermanentSendError):
+    """The address is on the suppression list (a hard bounce or a complaint): sending again harms the sender."""
+
+    reason = "suppressed"
+
 
 class BaseChannel:
     """Subclasses implement send(message).
 
     send() returns once the provider accepted the message, or raises: TransientSendError to be
-    retried, PermanentSendError to give up. Any other exception counts as transient. A backend is
-    built once per worker process and may be called from several threads at once.
+    retried, PermanentSendError to give up. Any other exception counts as transient. It may return
+    the provider's id for the message, which delivery status callbacks refer to. It never waits on
+    the provider past ``message.deadline`` (see Message.time_left). A backend is built once per
+    worker process and may be called from several threads at once.
     """
 
     def __init__(self, name, **options):
@@ -50,5 +73,5 @@ class BaseChannel:
         self.options = options
 
     def send(self, message):
-        """Deliver ``message`` or raise a SendError."""
+        """Deliver ``message`` or raise a SendError; return the provider's message id, or None."""
         raise NotImplementedError(f"{type(self).__name__} must implement send()")

@@ -2,27 +2,25 @@
 
 import smtplib
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import EmailMessage, get_connection
 
-from .base import BaseChannel, PermanentSendError, TransientSendError
+from .base import BaseChannel, PermanentSendError, SuppressedRecipient, TransientSendError
 
 
 class EmailChannel(BaseChannel):
     """Sends to the user's ``email`` field. Options: ``email_backend``, ``from_email``."""
 
     def send(self, message):
-        User = get_user_model()
-        address = User._default_manager.filter(pk=message.user_id).values_list("email", flat=True).first()
-        if not address:
-            raise PermanentSendError("the user has no email address")
+        address = address_of(message.user_id)
         email = EmailMessage(
             subject=message.subject,
             body=message.body,
             from_email=self.options.get("from_email"),
             to=[address],
             headers={"X-Sluice-Id": message.id, "X-Sluice-Kind": message.kind},
-            connection=get_connection(self.options.get("email_backend")),
+            connection=get_connection(self.options.get("email_backend"), **timeout(message)),
         )
         try:
             email.send()
@@ -30,3 +28,29 @@ class EmailChannel(BaseChannel):
             raise PermanentSendError(f"recipient refused: {exc}") from exc
         except (smtplib.SMTPException, OSError) as exc:
             raise TransientSendError(f"SMTP failed: {exc}") from exc
+
+
+def timeout(message):
+    """The connection's timeout within the send budget, as Django's backends take it (SMTP applies it)."""
+    if message.deadline is None:
+        return {}
+    return {"timeout": max(0.1, message.time_left(getattr(settings, "EMAIL_TIMEOUT", None) or 30))}
+
+
+def address_of(user_id):
+    """The user's email address, checked: PermanentSendError without one, SuppressedRecipient when suppressed."""
+    User = get_user_model()
+    address = User._default_manager.filter(pk=user_id).values_list("email", flat=True).first()
+    if not address:
+        raise PermanentSendError("the user has no email address")
+    refuse_suppressed(address)
+    return address
+
+
+def refuse_suppressed(address):
+    """Raise SuppressedRecipient when ``address`` bounced hard or complained (the suppression list, in the admin)."""
+    from ..models import Suppression
+
+    reason = Suppression.reason_for(address)
+    if reason is not None:
+        raise SuppressedRecipient(f"the address is suppressed ({reason}); lift it in the admin to send again")

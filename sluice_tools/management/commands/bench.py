@@ -9,7 +9,7 @@ from sluice_tools.bench.common import bench_redis, write_json
 
 
 class Command(BaseCommand):
-    help = "Run a benchmark: admission, gate, incident, soak, kills, folds."
+    help = "Run a benchmark: admission, gate, incident, soak, kills, folds, providers."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="name", required=True)
@@ -44,6 +44,17 @@ class Command(BaseCommand):
         kills = sub.add_parser("kills", help="kill -9 worker process groups under load, in fetches too; count losses")
         kills.add_argument("--kills", type=int, default=200)
         kills.add_argument("--seed", type=int, default=12)
+        providers = sub.add_parser(
+            "providers", help="provider A down for 20 s mid-burst: failover against a single one"
+        )
+        providers.add_argument("--seconds", type=float, default=60, help="length of the burst")
+        providers.add_argument("--rate", type=float, default=20, help="critical sign-in codes a second")
+        providers.add_argument(
+            "--outage-at", type=float, default=20, help="when provider A goes down, s into the burst"
+        )
+        providers.add_argument("--outage", type=float, default=20, dest="outage_s", help="how long it stays down, s")
+        providers.add_argument("--concurrency", type=int, default=4, help="critical worker processes")
+        providers.add_argument("--drain", type=float, default=180, dest="drain_s", help="most seconds to wait after it")
         for command in sub.choices.values():
             command.add_argument("--json", dest="json_path", help="also write the figures to this file")
 
@@ -123,6 +134,19 @@ class Command(BaseCommand):
             f"{result['kills']} kills ({result['kills_by_how']}): {result['events_accepted']} events accepted, "
             f"lost {result['lost']}, duplicated {result['duplicated']} "
             f"({result['duplicated_after_provider_returned']} killed after the provider returned)"
+        )
+        return result
+
+    def bench_providers(self, redis_url, seconds, rate, outage_at, outage_s, concurrency, drain_s, **options):
+        from sluice_tools.bench import providers as scenario
+
+        result = scenario.run(redis_url, seconds, rate, outage_at, outage_s, concurrency, drain_s, self.stdout)
+        self.stdout.write(
+            f"critical p99 enqueue -> accepted: {result['critical_p99_ms_failover']} ms with failover, "
+            f"{result['critical_p99_ms_single_provider']} ms with provider A alone (during the outage: "
+            f"{result['critical_p99_ms_during_outage_failover']} ms against "
+            f"{result['critical_p99_ms_during_outage_single_provider']} ms); lost {result['lost']}, "
+            f"duplicates {result['duplicates']}"
         )
         return result
 
