@@ -20,4 +20,6 @@ RUN useradd --uid 10001 --user-group --no-create-home --home-dir /app --shell /u
 USER 10001
 
 EXPOSE 8000
-CMD ["gunicorn", "settings.wsgi:application", "--bind", "0.0.0.0:8000"]
+# Threaded workers (settings/gunicorn.py): one slow client holds one thread, not the pod. Put a buffering proxy
+# (the ingress) in front in production.
+CMD ["gunicorn", "--config", "python:settings.gunicorn", "settings.wsgi:application"]

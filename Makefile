@@ -6,7 +6,10 @@ STAMP := $(VENV)/.requirements-installed
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench wheel clean
+AUDIT_VENV := .venv-audit
+AUDIT_STAMP := $(AUDIT_VENV)/.requirements-installed
+
+.PHONY: demo test lint bench wheel clean audit
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,8 +17,11 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $(STAMP)
 
+# Sluice's project refuses its public development key while DEBUG is off: the demo gets a random key per run.
+DEMO_KEY = DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))')}"
+
 demo: $(STAMP)
-	$(BIN)/python manage.py demo $(ARGS)
+	$(DEMO_KEY) $(BIN)/python manage.py demo $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -25,12 +31,22 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
+# pip-audit of the runtime lock (requirements.txt), from a virtualenv of its own (.ci/requirements-audit.txt).
+# It needs the network; .ci/audit.py says plainly what it could not audit (SLUICE_AUDIT_REQUIRED=1 makes that fail).
+$(AUDIT_STAMP): .ci/requirements-audit.txt
+	test -x $(AUDIT_VENV)/bin/python || $(PYTHON) -m venv $(AUDIT_VENV)
+	$(AUDIT_VENV)/bin/python -m pip install --quiet -r .ci/requirements-audit.txt
+	touch $(AUDIT_STAMP)
+
+audit: $(AUDIT_STAMP)
+	$(AUDIT_VENV)/bin/python .ci/audit.py
+
 # The wheel, built offline with the build backend from the development lock.
 wheel: $(STAMP)
 	$(BIN)/python -m build --wheel --no-isolation --outdir dist .
 
 clean:
-	rm -rf $(VENV) sluice.sqlite3 dist build *.egg-info
+	rm -rf $(VENV) $(AUDIT_VENV) sluice.sqlite3 dist build *.egg-info
 
 bench: $(STAMP)
-	$(BIN)/python manage.py bench incident --scale 1.0 --out docs --json docs/bench.json
+	$(DEMO_KEY) $(BIN)/python manage.py bench incident --scale 1.0 --out docs --json docs/bench.json

@@ -4,7 +4,7 @@ import logging
 import time
 import uuid
 
-from pipeline import keys
+from pipeline import keys, metrics
 from pipeline.celery import app
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.depth import snapshot
@@ -87,7 +87,9 @@ def run_flush(trigger, batch=BATCH, lease_s=LEASE_S):
         # Full queues stopped this flush before its keys ran out: the drain task finishes it as room
         # frees, rather than leaving the digests to the next interval.
         pipe.set(keys.flush_backlog(), time.time(), ex=3600)
-    pipe.hset(keys.digest_stats(), mapping={"last_flush_at": time.time(), "last_flush_size": published})
+    now = time.time()
+    stats = {"last_flush_at": now, "last_flush_size": published, metrics.last_flush_field(trigger): now}
+    pipe.hset(keys.digest_stats(), mapping=stats)
     pipe.hincrby(keys.counters(), "digest:flushes", 1)
     pipe.execute()
     logger.log(

@@ -1,6 +1,10 @@
-"""Django system checks of the face: every channel backend can be built (sluice.E002)."""
+"""Django system checks of the face.
 
-from django.core.checks import Error, register
+sluice.E002  a channel backend cannot be built.
+sluice.W002  the registered periodic task admin lets view-only staff pause or run Sluice's tasks.
+"""
+
+from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
 
@@ -32,3 +36,44 @@ def check_channels(app_configs=None, **kwargs):
                     )
                 )
     return errors
+
+
+@register(Tags.admin)
+def check_periodic_task_admin(app_configs=None, **kwargs):
+    """sluice.W002: an admin site's PeriodicTask admin runs enable/disable/toggle/run on Sluice's tasks for staff
+    who may only view them (django-celery-beat's own admin does)."""
+    from django.contrib.admin.sites import all_sites
+    from django.urls import get_resolver
+    from django_celery_beat.models import PeriodicTask
+
+    from .beat_admin import GUARDED_ACTIONS
+
+    try:
+        get_resolver().url_patterns  # noqa: B018 - a project may register its admins in its URLconf
+    except Exception:  # noqa: BLE001 - a broken URLconf is Django's own check to report
+        return []
+    warnings = []
+    for site in all_sites:
+        model_admin = site._registry.get(PeriodicTask)
+        if model_admin is None:
+            continue
+        open_actions = [
+            name
+            for name in GUARDED_ACTIONS
+            if name in (model_admin.actions or ())
+            and not getattr(getattr(type(model_admin), name, None), "sluice_guarded", False)
+            and "change" not in getattr(getattr(type(model_admin), name, None), "allowed_permissions", ())
+        ]
+        if open_actions:
+            warnings.append(
+                Warning(
+                    f"the periodic task admin of admin site {site.name!r} ({type(model_admin).__qualname__}) lets "
+                    f"staff who may only view periodic tasks run {', '.join(open_actions)} on Sluice's digest flush "
+                    "and overflow drain",
+                    hint="Register notifications.admin.GuardedPeriodicTaskAdmin for django_celery_beat's "
+                    "PeriodicTask instead (docs/integrate.md, 'The admin').",
+                    obj=model_admin,
+                    id="sluice.W002",
+                )
+            )
+    return warnings

@@ -1,6 +1,10 @@
 """Render a kind's Django template into a subject (its first line) and a body (the rest)."""
 
+from django.template.backends.django import Template as DjangoTemplate
+from django.template.context import make_context
 from django.template.loader import select_template
+
+from pipeline.text import single_line
 
 DEFAULT_TEMPLATE = "sluice/default.txt"
 DEFAULT_DIGEST_TEMPLATE = "sluice/digest/default.txt"
@@ -9,7 +13,10 @@ DEFAULT_DIGEST_TEMPLATE = "sluice/digest/default.txt"
 def render(kind, context, digest=False):
     """Return (subject, body) for ``kind``: its own template, or the default one when it has none. A digest of a
     coarser grain (its events folded per user|kind, or per user, when the store was under pressure) renders with
-    sluice/digest/by_kind.txt or by_user.txt."""
+    sluice/digest/by_kind.txt or by_user.txt.
+
+    The subject is one line without control characters, since it becomes an email header.
+    """
     grain = context.get("grain", "entity")
     if digest and grain != "entity":
         names = [f"sluice/digest/by_{grain}.txt", DEFAULT_DIGEST_TEMPLATE]
@@ -17,6 +24,15 @@ def render(kind, context, digest=False):
         names = [kind.digest_template, DEFAULT_DIGEST_TEMPLATE]
     else:
         names = [kind.template, DEFAULT_TEMPLATE]
-    text = select_template(names).render(context)
+    text = _render(select_template(names), context)
     subject, _, body = text.strip().partition("\n")
-    return subject.strip(), body.strip()
+    return single_line(subject), body.strip()
+
+
+def _render(template, context):
+    # A .txt template is plain text (an email, an SMS, a webhook's JSON field): HTML escaping would turn a
+    # payload's "Tom & Jerry" into "Tom &amp; Jerry". Other templates, and other engines, render as configured.
+    name = getattr(getattr(template, "origin", None), "template_name", None) or ""
+    if isinstance(template, DjangoTemplate) and name.endswith(".txt"):
+        return template.template.render(make_context(context, autoescape=False))
+    return template.render(context)

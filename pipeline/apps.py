@@ -1,4 +1,4 @@
-"""App config of the engine (label sluice_pipeline): the settings checks."""
+"""App config of the engine (label sluice_pipeline): the settings checks, and Sluice's log lines kept to one line."""
 
 from django.apps import AppConfig
 
@@ -11,3 +11,6 @@ class PipelineConfig(AppConfig):
 
     def ready(self):
         from . import checks  # noqa: F401 - registers the checks
+        from .text import install_log_filter
+
+        install_log_filter()

@@ -87,6 +87,11 @@ class GateConfig:
     # How long a routine or background send waits for the channel before its message goes back to the
     # end of its queue, freeing the worker for sends on other channels.
     max_wait_ms: int
+    # Each partition's own limits (by default the channel's). The channel's limits always hold for the whole
+    # channel too, so distinct partition values never add up to more than the provider allows.
+    partition_rate_per_s: float | None = None
+    partition_burst: int | None = None
+    partition_concurrency: int | None = None
 
 
 @dataclass(frozen=True)
@@ -192,11 +197,23 @@ def _channels(raw):
     return channels
 
 
-GATE_KEYS = ("rate_per_s", "burst", "concurrency", "hold_ms", "routine_min_share", "partition_by", "max_wait_ms")
+GATE_KEYS = (
+    "rate_per_s",
+    "burst",
+    "concurrency",
+    "hold_ms",
+    "routine_min_share",
+    "partition_by",
+    "max_wait_ms",
+    "partition_rate_per_s",
+    "partition_burst",
+    "partition_concurrency",
+)
+PARTITION_LIMITS = ("partition_rate_per_s", "partition_burst", "partition_concurrency")
 
 
 def _gate(conf, setting):
-    if conf.get("rate_per_s") is None and conf.get("concurrency") is None:
+    if all(conf.get(key) is None for key in ("rate_per_s", "concurrency", *PARTITION_LIMITS)):
         return None
     rate = conf.get("rate_per_s")
     if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0):
@@ -210,6 +227,17 @@ def _gate(conf, setting):
     partition_by = conf.get("partition_by")
     if partition_by is not None and (not isinstance(partition_by, str) or not partition_by):
         raise ImproperlyConfigured(f"{setting}['partition_by'] must be a payload field name, got {partition_by!r}")
+    partition_limits = {key: conf.get(key) for key in PARTITION_LIMITS}
+    if partition_by is None and any(value is not None for value in partition_limits.values()):
+        raise ImproperlyConfigured(f"{setting} sets partition limits without 'partition_by'")
+    partition_rate = partition_limits["partition_rate_per_s"]
+    if partition_rate is not None and (
+        isinstance(partition_rate, bool) or not isinstance(partition_rate, (int, float)) or partition_rate <= 0
+    ):
+        raise ImproperlyConfigured(f"{setting}['partition_rate_per_s'] must be a number > 0, got {partition_rate!r}")
+    for key in ("partition_burst", "partition_concurrency"):
+        if partition_limits[key] is not None:
+            _positive_int(partition_limits[key], f"{setting}['{key}']")
     return GateConfig(
         rate_per_s=float(rate) if rate is not None else None,
         burst=_positive_int(conf.get("burst", 1), f"{setting}['burst']"),
@@ -218,6 +246,9 @@ def _gate(conf, setting):
         routine_min_share=float(share),
         partition_by=partition_by,
         max_wait_ms=_positive_int(conf.get("max_wait_ms", 100), f"{setting}['max_wait_ms']"),
+        partition_rate_per_s=float(partition_rate) if partition_rate is not None else None,
+        partition_burst=partition_limits["partition_burst"],
+        partition_concurrency=partition_limits["partition_concurrency"],
     )
 
 
@@ -474,6 +505,9 @@ OWNED_CELERY_SETTINGS = (
     "task_queues",
     "task_routes",
     "task_default_queue",
+    # Celery's own retry of a task whose worker was lost publishes without Sluice's builder: no redacted repr,
+    # no ceiling. A lost critical child's message is requeued instead (reject_on_worker_lost).
+    "task_retry_on_worker_lost",
 )
 
 
@@ -514,3 +548,15 @@ def _flag(value, setting):
 def _reset(setting, **kwargs):
     if setting.startswith("SLUICE_"):
         sluice_settings.cache_clear()
+
+
+DEFAULT_EXPORTER_HOST = "127.0.0.1"
+
+
+def exporter_host():
+    """SLUICE_EXPORTER_HOST: the address `manage.py pipeline_exporter` binds. Loopback by default, because the
+    exporter has no login; the chart binds every address and fences the port with a NetworkPolicy."""
+    host = getattr(settings, "SLUICE_EXPORTER_HOST", DEFAULT_EXPORTER_HOST)
+    if not isinstance(host, str) or not host or any(c.isspace() for c in host):
+        raise ImproperlyConfigured(f"SLUICE_EXPORTER_HOST must be an address such as '127.0.0.1', got {host!r}")
+    return host

@@ -21,12 +21,16 @@ from .metrics import (
     DEAD_LETTER_REASONS,
     DEAD_LETTERS_DROPPED,
     DEAD_LETTERS_REPLAYED,
+    DIGEST_FLUSH_INTERVAL,
+    DIGEST_LAST_FLUSH,
+    FLUSH_TRIGGERS,
     FOLD_GRAINS,
     FOLD_REASONS,
     OUTCOMES,
     dead_letter_field,
     fold_field,
     fold_grain_field,
+    last_flush_field,
     read_counters,
 )
 from .store import get_redis
@@ -96,6 +100,7 @@ class SluiceCollector:
         held.add_metric([], client.zcount(keys.pending(), f"({now}", "+inf"))
         yield held
         yield from _store_size(client)
+        yield from _flush_gauges(client)
         kept = GaugeMetricFamily("sluice_dead_letters", "Dead letters kept (bounded by SLUICE_DEAD_LETTERS_MAX)")
         kept.add_metric([], client.zcard(keys.dead_letters()))
         yield kept
@@ -173,6 +178,21 @@ def _fold_counters(counters):
             grains.add_metric([klass, grain], counters.get(fold_grain_field(klass, grain), 0))
     yield folds
     yield grains
+
+
+def _flush_gauges(client):
+    stats = client.hgetall(keys.digest_stats())
+    last = GaugeMetricFamily(
+        DIGEST_LAST_FLUSH, "When a digest flush last ran, by what started it (Unix time)", labels=["trigger"]
+    )
+    for trigger in FLUSH_TRIGGERS:
+        at = stats.get(last_flush_field(trigger).encode())
+        if at is not None:
+            last.add_metric([trigger], float(at))
+    yield last
+    interval = GaugeMetricFamily(DIGEST_FLUSH_INTERVAL, "The interval beat runs the digest flush at")
+    interval.add_metric([], sluice_settings().digest["flush_interval_s"])
+    yield interval
 
 
 def _dead_letter_counters(counters):

@@ -42,25 +42,32 @@ def slot(channel, klass, payload=None, max_wait_s=None):
         return
     if max_wait_s is None:
         max_wait_s = CRITICAL_MAX_WAIT_S if klass == "critical" else gate.max_wait_ms / 1000
-    state, critical, active = keys.gate(channel, partition_of(gate, payload))
+    # A partition has its own limits (by default the channel's), and the channel's limits hold for all of its
+    # partitions together: a provider's account limit cannot be escaped by inventing partition values.
+    partitioned = bool(gate.partition_by)
+    rate = (gate.partition_rate_per_s if partitioned else None) or gate.rate_per_s or 0
+    burst = (gate.partition_burst if partitioned else None) or gate.burst
+    concurrency = (gate.partition_concurrency if partitioned else None) or gate.concurrency or 0
+    gate_keys = keys.gate(channel, partition_of(gate, payload))
     lease = uuid.uuid4().hex
-    args = [
-        klass,
-        gate.rate_per_s or 0,
-        gate.burst,
-        gate.concurrency or 0,
-        gate.hold_ms,
-        gate.routine_min_share,
-        lease,
-        LEASE_TTL_MS,
-    ]
+    args = [klass, rate, burst, concurrency, gate.hold_ms, gate.routine_min_share, lease, LEASE_TTL_MS]
+    held = [gate_keys[2]] if concurrency else []
+    if partitioned:
+        whole = keys.gate_channel(channel)
+        gate_keys += whole
+        args += [gate.rate_per_s or 0, gate.burst, gate.concurrency or 0]
+        if gate.concurrency:
+            held.append(whole[2])
     deadline = time.monotonic() + max_wait_s
-    while wait_ms := script("gate_acquire")(keys=[state, critical, active], args=args):
+    while wait_ms := script("gate_acquire")(keys=gate_keys, args=args):
         if time.monotonic() + wait_ms / 1000 > deadline:
             raise GateTimeout(f"channel {channel!r} had no room for a {klass} send within {max_wait_s} s")
         time.sleep(wait_ms / 1000)
     try:
         yield
     finally:
-        if gate.concurrency:
-            get_redis().zrem(active, lease)
+        if held:
+            pipe = get_redis().pipeline(transaction=False)
+            for key in held:
+                pipe.zrem(key, lease)
+            pipe.execute()

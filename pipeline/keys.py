@@ -126,13 +126,19 @@ def flush_backlog():
 
 
 def digest_stats():
-    """Hash: last_flush_at, last_flush_size."""
+    """Hash: last_flush_at, last_flush_size, and last_flush_at:<trigger> (pipeline.metrics.last_flush_field)."""
     return f"{DIGEST_PREFIX}stats"
 
 
 def gate(channel, partition=""):
     """The channel gate's keys: its state hash, its waiting criticals and its held slots."""
     base = f"{PREFIX}:gate:{channel}:{partition}"
+    return [base, f"{base}:critical", f"{base}:active"]
+
+
+def gate_channel(channel):
+    """A partitioned channel's limits as a whole: its bucket hash, its waiting criticals and its held slots."""
+    base = f"{PREFIX}:gate-channel:{channel}"
     return [base, f"{base}:critical", f"{base}:active"]
 
 

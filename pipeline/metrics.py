@@ -124,3 +124,15 @@ def delivery_status_field(channel, provider, status):
 def suppression_field(reason):
     """sluice_suppressions_added_total{reason}: addresses suppressed after a bounce or a complaint."""
     return f"suppressions:{reason}"
+
+
+#: Gauges of the digest flush, for the SluiceDigestFlushStalled alert: when each trigger last flushed, and the
+#: interval beat runs the flush at (SLUICE_DIGEST["flush_interval_s"]).
+DIGEST_LAST_FLUSH = "sluice_digest_last_flush_timestamp_seconds"
+DIGEST_FLUSH_INTERVAL = "sluice_digest_flush_interval_seconds"
+FLUSH_TRIGGERS = ("beat", "size", "backlog")
+
+
+def last_flush_field(trigger):
+    """The digest stats field holding when a flush of ``trigger`` last ran (seconds since the epoch)."""
+    return f"last_flush_at:{trigger}"

@@ -4,12 +4,48 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "sluice-local-development-key-not-for-production")
-DEBUG = os.environ.get("DJANGO_DEBUG", "0") == "1"
-ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1").split(",") if h]
+
+def _flag(name, default):
+    return os.environ.get(name, "1" if default else "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _list(name, default=""):
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+DEBUG = _flag("DJANGO_DEBUG", False)
+# This key is in the repository, so anyone can forge sessions, CSRF tokens and password-reset links signed with
+# it: it serves local development (DEBUG on) only. The tests and `make demo` set a key of their own.
+PUBLIC_DEVELOPMENT_KEY = "sluice-local-development-key-not-for-production"
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or PUBLIC_DEVELOPMENT_KEY
+if SECRET_KEY == PUBLIC_DEVELOPMENT_KEY and not DEBUG:
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY is not set, and DEBUG is off: refusing to run with the public development key. Set "
+        "DJANGO_SECRET_KEY to a long random string (the chart does), or DJANGO_DEBUG=1 for local development."
+    )
+ALLOWED_HOSTS = _list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1")
+# The origins a browser form may post from (the admin behind a proxy on another host name), e.g.
+# "https://notify.example.com".
+CSRF_TRUSTED_ORIGINS = _list("DJANGO_CSRF_TRUSTED_ORIGINS")
+
+# HTTPS. Cookies are secure unless DEBUG is on (or DJANGO_SECURE_COOKIES=0, as for the demo on plain HTTP).
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _flag("DJANGO_SECURE_COOKIES", not DEBUG)
+# Behind a TLS-terminating proxy, the header that says the request came over HTTPS. Set it only when the proxy
+# overwrites that header on every request: a client could otherwise claim HTTPS itself.
+_proxy_header = os.environ.get("DJANGO_SECURE_PROXY_SSL_HEADER", "").strip()  # e.g. X-Forwarded-Proto
+if _proxy_header:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https")
+SECURE_SSL_REDIRECT = _flag("DJANGO_SECURE_SSL_REDIRECT", False)
+# Never redirected: the kubelet's probes (plain HTTP), and the API, whose clients a redirect would turn from a
+# POST into a GET; TLS to the API is the ingress's job.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^api/"]
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _flag("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = _flag("DJANGO_SECURE_HSTS_PRELOAD", False)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -54,6 +90,13 @@ TEMPLATES = [
     },
 ]
 
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'sluice.sqlite3'}"),
@@ -72,6 +115,10 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+# The SMTP login: in the chart, secrets.extraEnv puts EMAIL_HOST_PASSWORD in the Secret.
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = _flag("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "sluice@localhost")
 
 from .sluice import *  # noqa: E402,F403

@@ -64,3 +64,27 @@ SLUICE_DIGEST = _env_json("SLUICE_DIGEST", {"flush_interval_s": 60, "max_keys": 
 
 # The channel gate's kill switch: False lets every class send without waiting on a shared channel.
 SLUICE_GATE_ENABLED = os.environ.get("SLUICE_GATE_ENABLED", "1") not in ("0", "false", "False")
+
+# The exporter has no login: loopback unless the deployment fences it (the chart binds every address and ships
+# a NetworkPolicy).
+SLUICE_EXPORTER_HOST = os.environ.get("SLUICE_EXPORTER_HOST", "127.0.0.1")
+
+
+def _with_secret_options(channels, secret_options):
+    """Channel options that are secrets (a webhook's signing secret, a provider's API key), as JSON from the
+    environment, merged into SLUICE_CHANNELS: {"webhook": {"secret": "..."}}. The chart keeps it in its Secret."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    if not isinstance(secret_options, dict):
+        raise ImproperlyConfigured("SLUICE_CHANNEL_OPTIONS in the environment must be a JSON object")
+    merged = dict(channels)
+    for name, options in secret_options.items():
+        if name not in merged or not isinstance(options, dict):
+            raise ImproperlyConfigured(
+                f"SLUICE_CHANNEL_OPTIONS names {name!r}: it must be a channel of SLUICE_CHANNELS, with an object"
+            )
+        merged[name] = {**merged[name], "options": {**merged[name].get("options", {}), **options}}
+    return merged
+
+
+SLUICE_CHANNELS = _with_secret_options(SLUICE_CHANNELS, _env_json("SLUICE_CHANNEL_OPTIONS", {}))

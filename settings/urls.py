@@ -5,8 +5,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.http import JsonResponse
 from django.urls import include, path
+from django_celery_beat.models import PeriodicTask
 
-from notifications.admin import NotificationSettingsInline, PreferenceInline
+from notifications.admin import GuardedPeriodicTaskAdmin, NotificationSettingsInline, PreferenceInline
 
 
 def healthz(request):
@@ -24,6 +25,11 @@ User = get_user_model()
 if admin.site.is_registered(User):
     admin.site.unregister(User)
 admin.site.register(User, DemoUserAdmin)
+# What a host project does too: django-celery-beat's admin, with its actions on Sluice's tasks behind the change
+# permission (sluice.W002 otherwise).
+if admin.site.is_registered(PeriodicTask):
+    admin.site.unregister(PeriodicTask)
+admin.site.register(PeriodicTask, GuardedPeriodicTaskAdmin)
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -1,5 +1,6 @@
 """The Helm chart (helm/sluice), rendered by the real Helm engine and checked against Kubernetes' and KEDA's schemas."""
 
+import base64
 import copy
 import json
 import re
@@ -416,3 +417,65 @@ def test_every_value_is_documented():
             undocumented.append(key)
         stack.append((indent, documented))
     assert undocumented == []
+
+
+def test_every_secret_is_in_the_secret_and_none_in_the_configmap():
+    objects = render_objects(case_values("network-policy-values.yaml"))
+    config = of_kind(objects, "ConfigMap")[0]["data"]
+    secret = {k: base64.b64decode(v).decode() for k, v in of_kind(objects, "Secret")[0]["data"].items()}
+    assert json.loads(secret["SLUICE_CHANNEL_OPTIONS"]) == {"webhook": {"secret": "whsec-not-a-real-one"}}
+    assert secret["EMAIL_HOST_PASSWORD"] == "smtp-not-a-real-one"
+    for value in secret.values():
+        assert value not in json.dumps(config), value
+    assert json.loads(config["SLUICE_CHANNELS"])["webhook"]["options"] == {"url": "https://hooks.example.com/sluice"}
+    for _, spec in pod_specs(objects):
+        env = {e["name"]: e for c in spec["containers"] for e in c.get("env", [])}
+        assert env["EMAIL_HOST_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == "EMAIL_HOST_PASSWORD"
+        assert env["SLUICE_CHANNEL_OPTIONS"]["valueFrom"]["secretKeyRef"]["optional"] is True
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"config": {"channels": {"webhook": {"backend": "x", "options": {"url": "u", "secret": "s"}}}}},
+        {"config": {"channels": {"sms": {"backend": "x", "options": {"api_key": "k"}}}}},
+        {"config": {"extraEnv": {"EMAIL_HOST_PASSWORD": "p"}}},
+    ],
+)
+def test_a_secret_in_config_is_refused(values):
+    with pytest.raises(helm.HelmError, match="looks like a secret"):
+        render(values)
+
+
+def test_network_policies_fence_web_and_the_exporter():
+    assert of_kind(render_objects(), "NetworkPolicy") == []  # off by default
+    objects = render_objects(case_values("network-policy-values.yaml"))
+    values = merged_values("network-policy-values.yaml")
+    policies = {p["metadata"]["name"]: p["spec"] for p in of_kind(objects, "NetworkPolicy")}
+    assert set(policies) == {f"{FULLNAME}-web", f"{FULLNAME}-exporter"}
+    for component, port_name in (("web", "http"), ("exporter", "metrics")):
+        spec = policies[f"{FULLNAME}-{component}"]
+        pods = named(objects, "Deployment", f"{FULLNAME}-{component}")["spec"]["template"]
+        assert spec["podSelector"]["matchLabels"].items() <= pods["metadata"]["labels"].items()
+        assert spec["policyTypes"] == ["Ingress"]
+        (rule,) = spec["ingress"]
+        assert rule["from"] == values["networkPolicy"][component]["from"]
+        assert rule["ports"] == [{"port": port_name, "protocol": "TCP"}]
+        assert port_name in {p["name"] for c in pods["spec"]["containers"] for p in c["ports"]}
+
+
+def test_the_exporter_binds_every_address_only_in_the_chart():
+    container = named(render_objects(), "Deployment", f"{FULLNAME}-exporter")["spec"]["template"]["spec"]
+    command = container["containers"][0]["command"]
+    assert command[command.index("--host") + 1] == "0.0.0.0"
+
+
+def test_the_web_tier_runs_threaded_workers_and_https_settings():
+    objects = render_objects()
+    web = named(objects, "Deployment", f"{FULLNAME}-web")["spec"]["template"]["spec"]["containers"][0]
+    assert web["command"] == ["gunicorn", "--config", "python:settings.gunicorn", "settings.wsgi:application"]
+    config = of_kind(objects, "ConfigMap")[0]["data"]
+    assert config["DJANGO_CSRF_TRUSTED_ORIGINS"] == "https://sluice.example.com"
+    assert config["DJANGO_SECURE_PROXY_SSL_HEADER"] == "X-Forwarded-Proto"
+    assert config["DJANGO_SECURE_SSL_REDIRECT"] == "1"
+    assert config["DJANGO_SECURE_HSTS_SECONDS"] == "31536000"  # an integer, not Helm's 3.1536e+07

@@ -12,6 +12,7 @@ from sluice_tools.processes import ROOT
 @pytest.mark.timeout(180)
 def test_demo_delivers_one_of_each_kind_and_exits(redis_server, redis_client, tmp_path):
     env = {"PATH": "/usr/bin:/bin", "REDIS_URL": redis_server.url, "DATABASE_URL": f"sqlite:///{tmp_path}/demo.db"}
+    env["DJANGO_SECRET_KEY"] = "demo-key-of-this-test-" + "x" * 40  # `make demo` makes a random one
     done = subprocess.run(
         [sys.executable, "manage.py", "demo", "--exit"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=170
     )
@@ -25,6 +26,6 @@ def test_demo_delivers_one_of_each_kind_and_exits(redis_server, redis_client, tm
     assert not redis_client.exists("sluice:bench:sent")
     # The final URLs name the Redis, and a shell on it to paste; the logs outlive the stop.
     assert f"Redis    {redis_server.url}" in done.stdout
-    assert f"REDIS_URL={redis_server.url} " in done.stdout
+    assert f"DJANGO_DEBUG=1 REDIS_URL={redis_server.url} " in done.stdout
     logs = ROOT / ".demo" / "logs"
     assert any(p.name.startswith("worker-critical-") for p in logs.iterdir())

@@ -93,7 +93,8 @@ def test_routine_keeps_its_minimum_share_under_continuous_critical(redis_client,
 
 @pytest.mark.timeout(60)
 def test_other_channels_and_other_partitions_are_not_affected(redis_client, channels):
-    channels(partition_by="brand")
+    # Each brand may send 5/s; the channel, 20/s for all brands together.
+    channels(partition_by="brand", partition_rate_per_s=5)
     stop, grants = threading.Event(), []
     workers = hammer("background", stop, grants, threads=4, payload={"brand": "acme"})
     time.sleep(0.3)
@@ -112,6 +113,36 @@ def test_other_channels_and_other_partitions_are_not_affected(redis_client, chan
         worker.join()
     assert email_took < 1.0  # 50 sends at 20/s would take 2.5 s if email were gated
     assert other_brand_took < 0.5  # its own bucket, not acme's saturated one
+
+
+@pytest.mark.parametrize("limit", [{"rate_per_s": 1, "burst": 1}, {"rate_per_s": None, "concurrency": 1}])
+def test_partitions_never_add_up_to_more_than_the_channel_allows(redis_client, channels, limit):
+    # partition_by reads a payload field, so a caller picks the partition: 50 values must not mean 50 buckets.
+    channels(partition_by="brand", **limit)
+    granted = 0
+    with gate.slot("sms", "routine", {"brand": "brand-0"}, max_wait_s=0):  # holds the only concurrency slot
+        granted += 1
+        for i in range(1, 50):
+            try:
+                with gate.slot("sms", "routine", {"brand": f"brand-{i}"}, max_wait_s=0):
+                    granted += 1
+            except gate.GateTimeout:
+                pass
+    # One token a second (or one slot): the 50 attempts take far less than a second, so one more is the most
+    # a refill can grant on a slow machine.
+    print(f"{granted} of 50 sends granted across 50 partitions ({limit})")
+    assert granted <= 2
+
+
+def test_partition_limits_need_partition_by_and_are_checked(settings):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from pipeline.conf import sluice_settings
+
+    for bad in ({"partition_rate_per_s": 2}, {"partition_by": "brand", "partition_burst": 0}):
+        settings.SLUICE_CHANNELS = {"sms": {**SMS, **bad}}
+        with pytest.raises(ImproperlyConfigured, match="partition"):
+            sluice_settings()
 
 
 @pytest.mark.timeout(60)

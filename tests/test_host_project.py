@@ -35,8 +35,9 @@ HOST_ADMIN = """
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
+from django_celery_beat.models import PeriodicTask
 
-from notifications.admin import NotificationSettingsInline, PreferenceInline
+from notifications.admin import GuardedPeriodicTaskAdmin, NotificationSettingsInline, PreferenceInline
 
 admin.site.unregister(get_user_model())
 
@@ -44,6 +45,10 @@ admin.site.unregister(get_user_model())
 @admin.register(get_user_model())
 class HostUserAdmin(UserAdmin):
     inlines = [*UserAdmin.inlines, PreferenceInline, NotificationSettingsInline]
+
+
+admin.site.unregister(PeriodicTask)
+admin.site.register(PeriodicTask, GuardedPeriodicTaskAdmin)
 """
 # The host's own Celery app, on another broker, with its own shared task.
 HOST_CELERY = """

@@ -11,6 +11,7 @@ from django.test import Client, RequestFactory
 
 from notifications import preferences
 from notifications.ingest.views import body_limit, ingest
+from notifications.kinds import all_kinds
 from notifications.models import IngestToken
 from pipeline import keys
 
@@ -21,7 +22,11 @@ RAW_TOKEN = re.compile(r"slk_[A-Za-z0-9_\-]{20,}")
 
 @pytest.fixture
 def make_token(db):
+    """A token that may send every registered kind and sees every answer, unless the test says otherwise (the
+    scopes themselves are tested in tests/test_ingest_scopes.py)."""
+
     def make(name="billing", **fields):
+        fields = {"kinds": sorted(all_kinds()), "reveal_details": True, **fields}
         token = IngestToken(name=name, **fields)
         raw = token.set_new_token()
         token.save()
@@ -148,8 +153,6 @@ def test_unknown_field_is_400(redis_client, user, raw, post):
 @pytest.mark.parametrize(
     ("fields", "code", "words"),
     [
-        ({"kind": "task.nope"}, "unknown_kind", "unknown notification kind 'task.nope'"),
-        ({"kind": ["task.assigned"]}, "unknown_kind", "unknown notification kind"),
         ({"user": 987654}, "unknown_user", "no User with primary key 987654"),
         ({"user": None}, "unknown_user", "got NoneType"),
         ({"entity_id": ""}, "invalid_entity_id", "must not be empty"),
@@ -202,6 +205,18 @@ def test_token_limited_to_kinds_gets_403_for_others(redis_client, user, make_tok
     assert post(event(user, kind="meeting.reminder"), raw).status_code == 202
     assert "'task.assigned'" in error_of(post(event(user), raw), 403, "kind_not_allowed")
     assert redis_client.llen("routine") == 0
+
+
+@pytest.mark.parametrize("kind", ["task.nope", ["task.assigned"], None])
+def test_an_unknown_kind_is_403_like_any_kind_outside_the_scope(redis_client, user, raw, post, kind):
+    assert "may not send kind" in error_of(post(event(user, kind=kind), raw), 403, "kind_not_allowed")
+
+
+def test_a_kind_removed_since_is_400_unknown_kind(redis_client, user, make_token, post, settings):
+    _token, raw = make_token(kinds=["invoice.paid"])  # in the token's scope, no longer in SLUICE_KINDS
+    assert "unknown notification kind 'invoice.paid'" in error_of(
+        post(event(user, kind="invoice.paid"), raw), 400, "unknown_kind"
+    )
 
 
 # 413
@@ -364,11 +379,30 @@ def test_admin_shows_the_raw_token_once_on_creation(client, staff, redis_client,
     assert token.prefix in page
     assert shown[0] not in page
     # Editing keeps the token and shows no new one.
-    response = client.post(f"{ADMIN_URL}{token.pk}/change/", add_form(name="crm2"), follow=True)
+    edit = add_form(name="crm2", service="crm", kinds=["task.assigned"], payload_fields="title, url")
+    response = client.post(f"{ADMIN_URL}{token.pk}/change/", edit, follow=True)
     assert not RAW_TOKEN.search(response.content.decode())
     token.refresh_from_db()
-    assert (token.name, token.kinds) == ("crm2", [])
+    assert (token.name, token.service, token.kinds, token.payload_fields) == (
+        "crm2",
+        "crm",
+        ["task.assigned"],
+        ["title", "url"],
+    )
     assert post(event(user), shown[0]).status_code == 202
+
+
+def test_the_new_token_is_in_the_page_and_never_in_a_message_or_cookie(client, staff, db):
+    client.force_login(staff("ops", "add_ingesttoken", "view_ingesttoken", "change_ingesttoken"))
+    response = client.post(f"{ADMIN_URL}add/", add_form(kinds=["meeting.reminder"]))
+    assert response.status_code == 200  # the page itself, not a redirect to one
+    assert "no-store" in response["Cache-Control"]
+    (shown,) = RAW_TOKEN.findall(response.content.decode())
+    cookies = "".join(f"{c.key}={c.value}" for c in response.cookies.values()) + str(client.cookies)
+    assert shown not in cookies
+    assert "messages" not in response.cookies
+    # And the next page shows no message about it either.
+    assert not RAW_TOKEN.search(client.get(ADMIN_URL).content.decode())
 
 
 def test_admin_revoke_action(client, staff, make_token, redis_client, user, post):

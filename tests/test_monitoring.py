@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -65,3 +66,73 @@ def test_flower_auth_rules():
     refuse_without_auth(["--auth=.*@example.com"], {})
     with pytest.raises(ImproperlyConfigured):
         refuse_without_auth(["--basic-auth=ops:"], {"FLOWER_BASIC_AUTH": ""})
+
+
+# The rules file and the chart's PrometheusRule are two renderings of one set of alerts; these keep them one.
+
+RANGE = re.compile(r"\[[^\]]*\]")
+NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
+MATCHER = re.compile(r'(\w+)\s*(=~|!=|!~|=)\s*"([^"]*)"')
+
+
+def signatures(rules):
+    """Per alert: the metrics, label matchers (but namespace), numbers, ranges, ``for`` and severity it uses.
+
+    The chart splits an alert by queue where the file writes one expression with ``or``, so rules of one name
+    are taken together."""
+    found = {}
+    for rule in rules:
+        expr = rule["expr"]
+        entry = found.setdefault(
+            rule["alert"],
+            {"metrics": set(), "matchers": set(), "numbers": set(), "ranges": set(), "for": set(), "severity": set()},
+        )
+        entry["metrics"] |= set(re.findall(r"sluice_[a-z_]+", expr))
+        entry["matchers"] |= {m for m in MATCHER.findall(expr) if m[0] != "namespace"}
+        entry["ranges"] |= set(RANGE.findall(expr))
+        entry["numbers"] |= {float(n) for n in NUMBER.findall(RANGE.sub("", expr))}
+        entry["for"].add(rule.get("for"))
+        entry["severity"].add(rule["labels"]["severity"])
+    return found
+
+
+def test_the_charts_prometheus_rule_is_the_rules_file():
+    from tests.test_chart import of_kind, render_objects
+
+    (rule,) = of_kind(render_objects({"metrics": {"prometheusRule": {"enabled": True}}}), "PrometheusRule")
+    shipped = signatures(r for group in rule["spec"]["groups"] for r in group["rules"])
+    written = signatures(yaml.safe_load((ROOT / "monitoring" / "sluice-rules.yml").read_text())["groups"][0]["rules"])
+    assert sorted(shipped) == sorted(written)
+    for alert, signature in written.items():
+        assert shipped[alert] == signature, alert
+    # Every chart rule is scoped to the release's namespace, so two releases never alert on each other.
+    for r in (r for group in rule["spec"]["groups"] for r in group["rules"]):
+        assert all('namespace="notify"' in s for s in re.findall(r"sluice_[a-z_]+\{[^}]*\}", r["expr"])), r["expr"]
+
+
+def test_a_rule_that_drifts_is_caught():
+    rules = yaml.safe_load((ROOT / "monitoring" / "sluice-rules.yml").read_text())["groups"][0]["rules"]
+    changed = [dict(r, expr=r["expr"].replace("> 5", "> 6")) for r in rules]
+    assert signatures(changed) != signatures(rules)
+
+
+def test_the_digest_flush_gauges(redis_client, settings, db):
+    from digest.flush import run_flush
+    from pipeline.exporter import application
+
+    settings.SLUICE_DIGEST = {"flush_interval_s": 45, "max_keys": 200}
+
+    def scrape():
+        body = b"".join(application(120)({"PATH_INFO": "/metrics", "REQUEST_METHOD": "GET"}, lambda *a: None))
+        return body.decode()
+
+    assert "sluice_digest_last_flush_timestamp_seconds{" not in scrape()  # no flush yet: no series, not a 0
+    assert "sluice_digest_flush_interval_seconds 45.0" in scrape()
+    before = time.time()
+    run_flush("beat")
+    run_flush("size")
+    text = scrape()
+    beat = float(re.search(r'sluice_digest_last_flush_timestamp_seconds\{trigger="beat"\} (\S+)', text)[1])
+    assert before - 1 <= beat <= time.time() + 1
+    assert 'sluice_digest_last_flush_timestamp_seconds{trigger="size"}' in text
+    assert 'trigger="backlog"' not in text

@@ -39,3 +39,14 @@ def test_the_distribution_declares_its_packages_dependencies_and_extras():
     assert set(meta["optional-dependencies"]) == {"bench", "dev"}
     found = project["tool"]["setuptools"]["packages"]["find"]["include"]
     assert found == ["notifications*", "digest*", "pipeline*", "sluice_tools*"]
+
+
+def test_ci_audits_the_runtime_lock_with_a_pinned_pip_audit_of_its_own():
+    audit = pins(".ci/requirements-audit.txt")
+    assert "pip_audit" in audit or "pip-audit" in audit
+    assert all(
+        "==" in line for line in (ROOT / ".ci/requirements-audit.txt").read_text().splitlines() if line[:1].isalnum()
+    )
+    assert not ({"pip_audit", "pip-audit"} & (pins("requirements.txt") | pins("requirements-dev.txt")))
+    assert "make audit" in (ROOT / ".ci" / "run").read_text()
+    assert "requirements.txt" in (ROOT / ".ci" / "audit.py").read_text()

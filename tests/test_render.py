@@ -18,3 +18,20 @@ def test_kind_without_its_own_template_uses_the_default(settings):
     assert subject == "invoice.paid: inv-1"
     digest_subject, _ = render(get_kind("invoice.paid"), {"count": 3, "entity_id": "inv-1", "payload": {}}, digest=True)
     assert digest_subject == "3 updates on inv-1"
+
+
+def test_txt_templates_are_plain_text_not_html(settings):
+    settings.SLUICE_KINDS = {"invoice.paid": {"class": "routine", "channels": ["email"]}}
+    title = 'Tom & Jerry\'s <b>"deal"</b>'
+    context = {"kind": "invoice.paid", "entity_id": "i", "payload": {"title": title}}
+    subject, body = render(get_kind("invoice.paid"), context)
+    assert subject == f"invoice.paid: {title}"
+    assert title in body
+    assert "&amp;" not in subject + body
+
+
+def test_the_subject_is_one_line_without_control_characters():
+    kind = get_kind("task.comment")
+    context = {"count": 2, "entity_id": "t", "payload": {"title": "Q3\r\x1b[2J\x07 \u2028x"}}
+    subject, _ = render(kind, context, digest=True)
+    assert subject == "2 new comments in task «Q3 x»"

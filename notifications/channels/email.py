@@ -6,6 +6,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import EmailMessage, get_connection
 
+from pipeline.text import single_line
+
 from .base import BaseChannel, PermanentSendError, SuppressedRecipient, TransientSendError
 
 
@@ -15,11 +17,12 @@ class EmailChannel(BaseChannel):
     def send(self, message):
         address = address_of(message.user_id)
         email = EmailMessage(
-            subject=message.subject,
+            # Headers are one line: a CR or LF makes Django refuse the message on every attempt.
+            subject=single_line(message.subject),
             body=message.body,
             from_email=self.options.get("from_email"),
             to=[address],
-            headers={"X-Sluice-Id": message.id, "X-Sluice-Kind": message.kind},
+            headers={"X-Sluice-Id": single_line(message.id), "X-Sluice-Kind": single_line(message.kind)},
             connection=get_connection(self.options.get("email_backend"), **timeout(message)),
         )
         try:

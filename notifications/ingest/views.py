@@ -8,8 +8,8 @@ import traceback
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from kombu.exceptions import OperationalError as BrokerError
+from redis.exceptions import BusyLoadingError, OutOfMemoryError, ReadOnlyError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import OutOfMemoryError, ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from notifications import exceptions
@@ -36,12 +36,14 @@ NOTIFY_ERRORS = (
     (exceptions.InvalidEntityId, 400, "invalid_entity_id"),
     (exceptions.NotifyError, 400, "invalid_notification"),
 )
-# A Redis that is full (maxmemory under noeviction) or read-only (a replica after a failover) is an outage too.
+# Redis at its memory limit (noeviction), a replica that became read-only, or one still loading its data set
+# cannot take the event now, and may later: 503, as for an outage, never a 500.
 OUTAGES = (
     RedisConnectionError,
     RedisTimeoutError,
     OutOfMemoryError,
     ReadOnlyError,
+    BusyLoadingError,
     BrokerError,
     exceptions.QueueCeilingReached,
     exceptions.Unavailable,
@@ -73,11 +75,18 @@ def ingest(request):
         token = _authenticate(request)
         _rate_limit(token)
         event = _read_event(request)
-        if not token.allows(event["kind"]):
-            raise Refusal(403, "kind_not_allowed", f"this token may not send kind {_short(repr(event['kind']))}")
-        outcome = notify(event["user"], event["kind"], entity_id=event["entity_id"], payload=event.get("payload"))
+        _check_scope(token, event)
+        outcome = notify(
+            event["user"], event["kind"], entity_id=_namespaced(token, event["entity_id"]), payload=event.get("payload")
+        )
     except Refusal as refusal:
         return _refuse(token, refusal)
+    except exceptions.UnknownUser as exc:
+        if not token.reveal_details and _well_formed_pk(event["user"]):
+            # The same answer as for a user who exists: a token may not learn which user ids do. The log says it.
+            _log_refusal(token, "unknown_user", logging.INFO)
+            return _json(202, {"outcome": "accepted"})
+        return _refuse(token, Refusal(400, "unknown_user", str(exc)))
     except exceptions.NotifyError as exc:
         status, code = next((s, c) for cls, s, c in NOTIFY_ERRORS if isinstance(exc, cls))
         return _refuse(token, Refusal(status, code, str(exc)))
@@ -96,7 +105,48 @@ def ingest(request):
             "".join(traceback.format_tb(exc.__traceback__)).rstrip(),
         )
         return _json(500, {"error": "internal", "detail": "internal error; it has been logged"})
-    return _json(202, {"outcome": str(outcome)})
+    return _json(202, {"outcome": str(outcome) if token.reveal_details else "accepted"})
+
+
+def _check_scope(token, event):
+    """403 unless the token may send this kind and these payload fields. The answer for a kind outside the
+    token's scope is the same whether the kind exists or not."""
+    kind = event["kind"]
+    if not token.allows(kind):
+        raise Refusal(403, "kind_not_allowed", f"this token may not send kind {_short(repr(kind))}")
+    extra = token.fields_not_allowed(event.get("payload"))
+    if extra:
+        names = _short(", ".join(repr(name) for name in extra))
+        raise Refusal(403, "payload_field_not_allowed", f"this token may not send payload field(s) {names}")
+
+
+def _namespaced(token, entity_id):
+    """The entity id in the token's service namespace, so that no service folds into another's digests.
+
+    An entity id notify() would refuse anyway (empty, not a string) is passed as it is, to get notify()'s answer.
+    """
+    if isinstance(entity_id, int) and not isinstance(entity_id, bool):
+        try:
+            entity_id = str(entity_id)
+        except ValueError:  # too many digits to convert: notify() says so
+            return entity_id
+    if not isinstance(entity_id, str) or not entity_id.strip():
+        return entity_id
+    namespaced = token.namespaced(entity_id)
+    limit = sluice_settings().max_entity_id_length
+    if len(namespaced) > limit:
+        room = max(0, limit - (len(namespaced) - len(entity_id)))
+        raise Refusal(
+            400,
+            "invalid_entity_id",
+            f"entity_id is {len(entity_id)} characters; the limit for this token is {room} "
+            f"(SLUICE_MAX_ENTITY_ID_LENGTH, {limit}, less the service namespace {token.service!r})",
+        )
+    return namespaced
+
+
+def _well_formed_pk(user):
+    return isinstance(user, (int, str)) and not isinstance(user, bool)
 
 
 def _authenticate(request):
@@ -168,9 +218,12 @@ def _json_type(value):
     return names.get(type(value), "a number")
 
 
+def _log_refusal(token, code, level):
+    logger.log(level, "ingest token=%s error=%s", _name(token), code)
+
+
 def _refuse(token, refusal):
-    level = logging.WARNING if refusal.status >= 500 else logging.INFO
-    logger.log(level, "ingest token=%s error=%s", _name(token), refusal.code)
+    _log_refusal(token, refusal.code, logging.WARNING if refusal.status >= 500 else logging.INFO)
     response = _json(refusal.status, {"error": refusal.code, "detail": _short(refusal.detail)})
     for header, value in refusal.headers.items():
         response[header] = value

@@ -130,6 +130,18 @@ app.kubernetes.io/part-of: sluice
 {{- end }}
 {{- end }}
 {{- end }}
+{{- range $name, $channel := .Values.config.channels }}
+{{- range $key, $_ := (default dict (get (default dict $channel) "options")) }}
+{{- if regexMatch "(?i)(secret|password|passwd|token|api_?key|credential|private)" $key }}
+{{- fail (printf "config.channels.%s.options.%s looks like a secret, and config is rendered into the ConfigMap: put it in secrets.channelOptions.%s.%s" $name $key $name $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $name, $_ := .Values.config.extraEnv }}
+{{- if regexMatch "(?i)(secret|password|passwd|token|api_?key|credential|private)" $name }}
+{{- fail (printf "config.extraEnv.%s looks like a secret, and config is rendered into the ConfigMap: put it in secrets.extraEnv" $name) }}
+{{- end }}
+{{- end }}
 {{- if le (int .Values.config.visibilityTimeoutSeconds) (int $w.terminationGracePeriodSeconds) }}
 {{- fail "config.visibilityTimeoutSeconds must exceed workers.terminationGracePeriodSeconds, or a task still finishing on a stopping pod is handed to a second worker" }}
 {{- end }}
@@ -179,13 +191,20 @@ volumes:
 {{- end }}
 
 {{- define "sluice.secretEnvItems" -}}
-{{- range $key := list "DATABASE_URL" "REDIS_URL" "DJANGO_SECRET_KEY" }}
+{{- range $key := concat (list "DATABASE_URL" "REDIS_URL" "DJANGO_SECRET_KEY") (keys .Values.secrets.extraEnv | sortAlpha) }}
 - name: {{ $key }}
   valueFrom:
     secretKeyRef:
       name: {{ include "sluice.secretName" $ }}
       key: {{ $key }}
 {{- end }}
+{{- /* Channel secrets: optional, so an existing Secret without them still works. */}}
+- name: SLUICE_CHANNEL_OPTIONS
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "sluice.secretName" . }}
+      key: SLUICE_CHANNEL_OPTIONS
+      optional: true
 {{- end }}
 
 {{/* Container fields shared by every container: image, settings, security, a writable /tmp. */}}

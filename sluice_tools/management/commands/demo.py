@@ -108,7 +108,8 @@ class Command(BaseCommand):
             ManagedProcess(
                 "web",
                 [python, "manage.py", "runserver", "--noreload", "--insecure", f"127.0.0.1:{web}"],
-                env,
+                # Plain HTTP on loopback: the admin's cookies cannot be Secure-only here.
+                {**env, "DJANGO_SECURE_COOKIES": "0"},
                 ready_text="Quit the server",
             ),
             ManagedProcess(
@@ -208,4 +209,4 @@ class Command(BaseCommand):
         self.stdout.write(f"  Redis    {redis_url}")
         self.stdout.write(f"  logs     {os.environ['SLUICE_LOG_DIR']}  (every process's log; kept after the stop)")
         self.stdout.write("A shell on this stack (notify() from it reaches these workers):")
-        self.stdout.write(f"  REDIS_URL={redis_url} {sys.executable} manage.py shell")
+        self.stdout.write(f"  DJANGO_DEBUG=1 REDIS_URL={redis_url} {sys.executable} manage.py shell")
