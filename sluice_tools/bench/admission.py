@@ -2,6 +2,7 @@
 
 import statistics
 import time
+from contextlib import nullcontext
 
 from django.contrib.auth import get_user_model
 from django.test import override_settings
@@ -17,6 +18,8 @@ KIND = "task.comment"
 
 
 USERS = 100
+# Calls of one path before the next path takes its turn.
+CHUNK = 100
 
 
 def with_every_choice(users):
@@ -61,6 +64,22 @@ def commandstats(client):
     return {name: stats["calls"] for name, stats in client.info("commandstats").items()}
 
 
+def count_commands(client, users, calls):
+    """What ran in Redis for one notify() (INFO commandstats before and after ``calls`` calls, the scripts' own
+    commands included, less the INFO itself)."""
+    client.delete("routine")
+    before = commandstats(client)
+    for i in range(calls):
+        notify(users[i % len(users)], KIND, entity_id=f"count_{i}", payload=PAYLOAD)
+    after = commandstats(client)
+    client.delete("routine")
+    return {
+        name.removeprefix("cmdstat_"): round((value - before.get(name, 0)) / calls, 3)
+        for name, value in sorted(after.items())
+        if value - before.get(name, 0) and name != "cmdstat_info"
+    }
+
+
 def run(calls=3000, rounds=3, progress=None, choices=False):
     """Measure each path ``rounds`` times, alternating, and return the medians and notify()'s latencies. With
     ``choices``, every user has preferences, quiet hours and a throttled kind, all decided by admission."""
@@ -73,43 +92,51 @@ def run(calls=3000, rounds=3, progress=None, choices=False):
         users = [User.objects.get_or_create(username=f"bench-{n}")[0] for n in range(USERS)]
     client = get_redis()
     kwargs = {"notification_id": "x" * 32, "kind": KIND, "user_id": 1, "entity_id": "task_42", "payload": PAYLOAD}
-    rates = {"notify": [], "apply_async": [], "lpush": []}
+    paths = ("notify", "apply_async", "lpush")
+    rates = {name: [] for name in paths}
+    cpu_us = {name: [] for name in paths}
     latencies = []
-    trips, commands = 0, {}
+    trips = 0
     with override_settings(SLUICE_QUEUES=queues, **({"SLUICE_KINDS": kinds} if choices else {})):
         if choices:
             with_every_choice(users)
         notify(users[0], KIND, entity_id="warm-up", payload=PAYLOAD)
         send_tasks["routine"].apply_async(kwargs=kwargs)
         sample = client.lindex("routine", 0)
+        commands = count_commands(client, users, min(calls, 1000))
+
+        def one_notify(i):
+            t = time.perf_counter()
+            notify(users[i % len(users)], KIND, entity_id=f"task_{i}", payload=PAYLOAD)
+            latencies.append(time.perf_counter() - t)
+
+        calls_of = {
+            "notify": one_notify,
+            "apply_async": lambda i: send_tasks["routine"].apply_async(kwargs=kwargs),
+            "lpush": lambda i: client.lpush("routine", sample),
+        }
         for round_no in range(rounds):
             client.delete("routine")
-            before = commandstats(client)
-            with RoundTrips() as counted:
-                started = time.perf_counter()
-                for i in range(calls):
-                    t = time.perf_counter()
-                    notify(users[i % len(users)], KIND, entity_id=f"task_{i}", payload=PAYLOAD)
-                    latencies.append(time.perf_counter() - t)
-                rates["notify"].append(calls / (time.perf_counter() - started))
-            trips += counted.count
-            after = commandstats(client)
-            for name, value in after.items():
-                commands[name] = commands.get(name, 0) + value - before.get(name, 0)
+            wall, cpu = dict.fromkeys(paths, 0.0), dict.fromkeys(paths, 0.0)
+            # Interleaved in chunks, so that a neighbour's load on this shared machine falls on every path alike.
+            for first in range(0, calls, CHUNK):
+                for name in paths:
+                    with RoundTrips() if name == "notify" else nullcontext() as counted:
+                        started, started_cpu = time.perf_counter(), time.process_time()
+                        for i in range(first, min(first + CHUNK, calls)):
+                            calls_of[name](i)
+                        wall[name] += time.perf_counter() - started
+                        cpu[name] += time.process_time() - started_cpu
+                    if counted is not None:
+                        trips += counted.count
             client.delete("routine")
-            started = time.perf_counter()
-            for _ in range(calls):
-                send_tasks["routine"].apply_async(kwargs=kwargs)
-            rates["apply_async"].append(calls / (time.perf_counter() - started))
-            client.delete("routine")
-            started = time.perf_counter()
-            for _ in range(calls):
-                client.lpush("routine", sample)
-            rates["lpush"].append(calls / (time.perf_counter() - started))
-            client.delete("routine")
+            for name in paths:
+                rates[name].append(calls / wall[name])
+                cpu_us[name].append(cpu[name] / calls * 1e6)
             if progress:
                 progress(round_no + 1, rounds, {k: v[-1] for k, v in rates.items()})
     medians = {k: statistics.median(v) for k, v in rates.items()}
+    cpu = {k: statistics.median(v) for k, v in cpu_us.items()}
     return {
         "notify_per_s": round(medians["notify"]),
         "apply_async_per_s": round(medians["apply_async"]),
@@ -122,12 +149,11 @@ def run(calls=3000, rounds=3, progress=None, choices=False):
         "calls_per_round": calls,
         "rounds": rounds,
         "every_user_has_choices": choices,
-        # Client side: what notify() sent to Redis. Server side (INFO commandstats): what ran, the scripts' own
-        # commands included, less the one INFO call in each round.
+        # The producer's own CPU a call (median of the rounds), and the ratio of apply_async's to notify()'s: what
+        # the calls cost this process, whatever else the machine runs.
+        "producer_cpu_us_per_call": {name: round(v, 1) for name, v in cpu.items()},
+        "notify_vs_apply_async_cpu": round(cpu["apply_async"] / cpu["notify"], 2),
+        # Client side: what notify() sent to Redis, in every timed call. Server side: see count_commands().
         "round_trips_per_notify": round(trips / (calls * rounds), 3),
-        "redis_commands_per_notify": {
-            name.removeprefix("cmdstat_"): round(n / (calls * rounds), 3)
-            for name, n in sorted(commands.items())
-            if n and name != "cmdstat_info"
-        },
+        "redis_commands_per_notify": commands,
     }
