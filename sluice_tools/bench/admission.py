@@ -90,6 +90,17 @@ def run(calls=3000, rounds=3, progress=None, choices=False):
     users = [User(pk=1)]
     if choices:
         users = [User.objects.get_or_create(username=f"bench-{n}")[0] for n in range(USERS)]
+    try:
+        return measure(users, calls, rounds, progress, choices, queues, kinds)
+    finally:
+        if choices:
+            # Left in the project's database, they and their choices would be mirrored by the next flush that
+            # runs against it (the demo's, another bench's).
+            User.objects.filter(pk__in=[user.pk for user in users]).delete()
+
+
+def measure(users, calls, rounds, progress, choices, queues, kinds):
+    """The interleaved rounds of run()."""
     client = get_redis()
     kwargs = {"notification_id": "x" * 32, "kind": KIND, "user_id": 1, "entity_id": "task_42", "payload": PAYLOAD}
     paths = ("notify", "apply_async", "lpush")

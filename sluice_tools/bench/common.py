@@ -3,10 +3,13 @@
 import contextlib
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from django.conf import settings
 
+from sluice_tools.processes import ROOT
 from sluice_tools.redis_server import RedisServer
 
 
@@ -46,3 +49,13 @@ def write_json(path, data):
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def fresh_database(directory):
+    """A migrated SQLite database in ``directory`` for a bench's workers: the flush rebuilds the preferences
+    mirror from the workers' database, so whatever users and choices the project's own database holds (the demo's,
+    another bench's) must not change the run."""
+    url = f"sqlite:///{directory}/bench.sqlite3"
+    env = {**os.environ, "DATABASE_URL": url}
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
+    return url

@@ -79,6 +79,14 @@ class Sampler(threading.Thread):
             self.stop.wait(0.5)
 
 
+def worker_env(conf, database_url=None):
+    """The workers' environment: the configuration's settings, and their own database when given one."""
+    env = {name: json.dumps(value) for name, value in conf.items()}
+    if database_url:
+        env["DATABASE_URL"] = database_url
+    return env
+
+
 def start_workers(config, redis_url, env):
     if config == "sluice":
         pools = SLUICE_POOLS.items()
@@ -141,14 +149,15 @@ def drained(client, config):
     )
 
 
-def run_config(config, redis_url, scale, flush_interval_s, progress=None, max_drain_s=900):
-    """Replay the incident against one configuration; return its raw results."""
+def run_config(config, redis_url, scale, flush_interval_s, progress=None, max_drain_s=900, database_url=None):
+    """Replay the incident against one configuration; return its raw results. ``database_url``: the workers'
+    database (common.fresh_database), so that no user's stored preferences change the replay."""
     from digest.flush import drain, flush
 
     client = get_redis()
     client.flushdb()
     conf = settings_for(config, flush_interval_s, scale)
-    env = {name: json.dumps(value) for name, value in conf.items()}
+    env = worker_env(conf, database_url)
     sampler = Sampler()
     outcomes = Counter()
     users = {pk: get_user_model()(pk=pk) for pk in range(1, traffic.PARTICIPANTS + 1)}
@@ -197,12 +206,12 @@ def run_config(config, redis_url, scale, flush_interval_s, progress=None, max_dr
     }
 
 
-def idle_floor(redis_url, probes=40):
+def idle_floor(redis_url, probes=40, database_url=None):
     """Enqueue to send start of single critical events on an idle Sluice critical pool."""
     client = get_redis()
     client.flushdb()
     conf = settings_for("sluice", 60)
-    env = {name: json.dumps(value) for name, value in conf.items()}
+    env = worker_env(conf, database_url)
     worker = WorkerProcess("critical", redis_url, extra=["--concurrency", str(SLUICE_POOLS["critical"])], env=env)
     user = get_user_model()(pk=1)
     with override_settings(**conf):

@@ -2,6 +2,7 @@
 
 import json
 import socket
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 from pipeline.conf import CLASSES
 
 from . import incident, report, traffic
+from .common import fresh_database
 
 
 def run(redis_url, scale, out, flush_interval_s, stdout):
@@ -22,13 +24,15 @@ def run(redis_url, scale, out, flush_interval_s, stdout):
         stdout.write(f"  {config:<16} {elapsed:6.1f} s   depth: {depths}", ending="\r")
         stdout.flush()
 
+    scratch = tempfile.TemporaryDirectory(prefix="sluice-incident-")
+    database_url = fresh_database(scratch.name)
     stdout.write("idle floor: one critical event at a time on an idle pool")
-    floor = incident.idle_floor(redis_url)
+    floor = incident.idle_floor(redis_url, database_url=database_url)
     stdout.write(f"  p50 {floor['p50']} ms, p99 {floor['p99']} ms")
     raws, configs = {}, {}
     for name in incident.CONFIGS:
         stdout.write(f"{name}: replaying the incident at scale {scale}")
-        raws[name] = incident.run_config(name, redis_url, scale, flush_interval_s, progress)
+        raws[name] = incident.run_config(name, redis_url, scale, flush_interval_s, progress, database_url=database_url)
         configs[name] = incident.summarize(name, raws[name])
         c = configs[name]["critical"]
         stdout.write(f"\n  critical p50 {c['p50_ms']} ms, p99 {c['p99_ms']} ms; lost {configs[name]['lost']}")

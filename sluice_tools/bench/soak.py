@@ -11,10 +11,7 @@ the opt-outs of whatever database the project points at do not change the run.
 
 import json
 import math
-import os
 import random
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -27,8 +24,8 @@ from django.test import override_settings
 from notifications import Rejected, notify
 from pipeline.conf import CLASSES
 
-from ..processes import ROOT, WorkerProcess
-from .common import percentile
+from ..processes import WorkerProcess
+from .common import fresh_database, percentile
 from .incident import SEND_LATENCY_MS, SLUICE_POOLS, TARGET_DRAIN_S, drained, pool_rate, settings_for
 from .provider import SENT_KEY
 from .traffic import BOARDS, MIX, PARTICIPANTS, TASKS_PER_PARTICIPANT
@@ -61,14 +58,6 @@ def queues_for(pools):
         k: {"capacity": round(TARGET_DRAIN_S * pool_rate(n)), "wait_ms": 250 if k == "critical" else 0}
         for k, n in pools.items()
     }
-
-
-def fresh_database(directory):
-    """A migrated SQLite database for the workers (the flush rebuilds the opt-out mirror from it)."""
-    url = f"sqlite:///{directory}/soak.sqlite3"
-    env = {**os.environ, "DATABASE_URL": url}
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
-    return url
 
 
 def events(seed=11):
