@@ -13,7 +13,7 @@ import time
 from celery.exceptions import Ignore, Reject, Retry
 from redis.exceptions import RedisError
 
-from pipeline import deadletters, gate, keys, metrics
+from pipeline import deadletters, gate, keys, marks, metrics
 from pipeline.celery import app
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.message import CHANNELS_HEADER
@@ -33,10 +33,8 @@ logger = logging.getLogger("sluice.send")
 # timeout hands the message to another worker, so a crashed sender's claim never blocks a resend
 # for longer than that: claim_ttl() caps it at the visibility timeout when that is shorter.
 CLAIM_TTL_S = 120
-# A "sent" mark must outlive any redelivery of its message: the visibility timeout (300 s), retry
-# backoffs, a flusher's lease, time back in a queue. An hour covers them all; at 55 sends a second a
-# week of marks would hold about 6 GB of Redis (bench soak measured 184 bytes a mark).
-SENT_TTL_S = 3600
+# A "sent" mark lives as long as a redelivery of its message can come (pipeline.marks.lifetime_s: the
+# visibility timeout, one unacked sweep and time back in the queue), in a hash of its time bucket.
 MAX_RETRIES = 5
 MAX_BACKOFF_S = 60
 
@@ -96,7 +94,7 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
             expires_at=expires_at,
         )
         try:
-            send_once(message)
+            send_once(message, published_at=getattr(task.request, PUBLISHED_AT, None))
         except expiry.Expired:
             expired.append(channel)
         except PermanentSendError as exc:
@@ -122,13 +120,17 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
         retry(task, failed[0][1], countdown, [channel for channel, _exc in failed])
 
 
-def send_once(message):
+def send_once(message, published_at=None):
     """Send ``message`` unless this notification already went out on this channel.
 
-    The claim is atomic (claim_send.lua); a redelivered message finds "sent" and stops.
+    The claim is atomic (claim_send.lua); a redelivered message finds "sent" and stops. ``published_at`` (when the
+    message was first published) narrows the mark buckets looked in: its mark cannot be older.
     """
     key = keys.sent(message.id, message.channel)
-    previous, left_ms = script("claim_send")(keys=[key], args=[claim_ttl()])
+    mark = marks.field(message.id, message.channel)
+    previous, left_ms = script("claim_send")(
+        keys=[key, *marks.candidates(mark, since=published_at)], args=[claim_ttl(), mark]
+    )
     if previous == b"sent":
         metrics.count(metrics.sent_field(message.channel, message.klass, "duplicate"))
         return False
@@ -155,7 +157,8 @@ def send_once(message):
     finally:
         seconds = time.perf_counter() - started if started is not None else None
         try:
-            metrics.finish_send(key, message.channel, message.klass, status, seconds, SENT_TTL_S)
+            mark_key, expire_at = marks.write_target(mark)
+            metrics.finish_send(key, message.channel, message.klass, status, seconds, (mark_key, mark, expire_at))
         except RedisError as exc:
             # After a send that went out, failing here would send it again; the claim expires by itself
             # (claim_ttl), which is the most a redelivery waits.
