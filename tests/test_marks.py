@@ -138,7 +138,7 @@ def test_a_message_redelivered_after_its_send_finds_its_mark(redis_client, redis
         kill_tree(running.process)
         running.stop()
         assert redis_client.zcard(UNACKED_INDEX) == 1  # delivered, never acked
-        (_, delivered_at), = redis_client.zrange(UNACKED_INDEX, 0, -1, withscores=True)
+        ((_, delivered_at),) = redis_client.zrange(UNACKED_INDEX, 0, -1, withscores=True)
         time.sleep(max(0.0, delivered_at + VISIBILITY_S + 0.3 - time.time()))
         running = start()
         assert wait_for(lambda: any(r["channel"] == "push" for r in sent_records(redis_client)), 40)
