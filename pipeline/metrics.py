@@ -67,8 +67,13 @@ def finish_send(claim_key, channel, klass, status, seconds=None, mark=None):
         bucket, total, count = duration_fields(channel, klass, seconds)
     script("finish_send")(
         keys=[claim_key, keys.counters(), mark_key],
-        args=[state, int(expire_at), sent_field(channel, klass, status), bucket, total, count, seconds or 0]
-        + [mark_field],
+        args=[
+            state,
+            int(expire_at),
+            sent_field(channel, klass, status),
+            *(bucket, total, count, seconds or 0),
+            mark_field,
+        ],
     )
 
 
