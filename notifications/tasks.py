@@ -71,10 +71,10 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
     # a coarser grain (user|kind, or the user) always reads as one, whatever the class.
     grain = extra.get("grain", "entity")
     subject, body = render(kind_obj, context, digest=(count > 1 and kind_obj.klass == "routine") or grain != "entity")
-    failed, expired = [], []
-    for channel in kind_obj.channels:
-        if channels is not None and channel not in channels:
-            continue
+    failed, expired, counted = [], [], []
+    todo = [channel for channel in kind_obj.channels if channels is None or channel in channels]
+    processed = metrics.processed_field(kind_obj.klass)
+    for channel in todo:
         if expiry.passed(expires_at):
             # Never sent late: a sign-in code that arrives after it expired is worse than none.
             expired.append(channel)
@@ -94,7 +94,9 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
             expires_at=expires_at,
         )
         try:
-            send_once(message, published_at=getattr(task.request, PUBLISHED_AT, None))
+            # The last channel's end counts the message as processed in the same round trip.
+            counting = (processed, counted) if channel == todo[-1] else None
+            send_once(message, published_at=getattr(task.request, PUBLISHED_AT, None), count=counting)
         except expiry.Expired:
             expired.append(channel)
         except PermanentSendError as exc:
@@ -111,7 +113,8 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
         except Exception as exc:  # noqa: BLE001 - any backend failure is retried, then dead-lettered
             logger.warning("send %s on %s failed, will retry: %s", notification_id, channel, _why(exc))
             failed.append((channel, exc))
-    metrics.count(metrics.processed_field(kind_obj.klass))
+    if not counted:
+        metrics.count(processed)
     if expired:
         keep(task, "expired", f"not sent by its expiry ({kind_obj.expires_after_s} s after the event)", expired)
     if failed:
@@ -120,11 +123,12 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
         retry(task, failed[0][1], countdown, [channel for channel, _exc in failed])
 
 
-def send_once(message, published_at=None):
+def send_once(message, published_at=None, count=None):
     """Send ``message`` unless this notification already went out on this channel.
 
     The claim is atomic (claim_send.lua); a redelivered message finds "sent" and stops. ``published_at`` (when the
-    message was first published) narrows the mark buckets looked in: its mark cannot be older.
+    message was first published) narrows the mark buckets looked in: its mark cannot be older. ``count`` is
+    (counter field, list): the send's end adds one to that counter too, and appends to the list once it has.
     """
     key = keys.sent(message.id, message.channel)
     mark = marks.field(message.id, message.channel)
@@ -137,7 +141,7 @@ def send_once(message, published_at=None):
     if previous == b"sending":
         expires_in_s = max(1, math.ceil(left_ms / 1000)) if left_ms > 0 else claim_ttl()
         raise ClaimedElsewhere(f"{message.id} on {message.channel} is being sent elsewhere", expires_in_s)
-    status, started = "failed", None
+    status, started, requeued = "failed", None, False
     try:
         with gate.slot(message.channel, message.klass, message.payload, max_wait_s=gate_wait(message)):
             started = time.perf_counter()
@@ -154,11 +158,19 @@ def send_once(message, published_at=None):
     except PermanentSendError:
         status = "rejected"
         raise
+    except gate.GateTimeout:
+        requeued = True  # back to its queue: not processed yet
+        raise
     finally:
         seconds = time.perf_counter() - started if started is not None else None
+        also = count[0] if count and not requeued else ""
         try:
             mark_key, expire_at = marks.write_target(mark)
-            metrics.finish_send(key, message.channel, message.klass, status, seconds, (mark_key, mark, expire_at))
+            metrics.finish_send(
+                key, message.channel, message.klass, status, seconds, (mark_key, mark, expire_at), also_count=also
+            )
+            if also:
+                count[1].append(also)
         except RedisError as exc:
             # After a send that went out, failing here would send it again; the claim expires by itself
             # (claim_ttl), which is the most a redelivery waits.

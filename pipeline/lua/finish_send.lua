@@ -10,6 +10,7 @@
 -- ARGV[6]  histogram count field
 -- ARGV[7]  the send's duration, seconds
 -- ARGV[8]  the mark's field (pipeline.marks.field)
+-- ARGV[9]  one more counter field to add one to ("" for none): the message's processed count
 if ARGV[1] ~= '' then
   redis.call('HSET', KEYS[3], ARGV[8], 1)
   redis.call('EXPIREAT', KEYS[3], tonumber(ARGV[2]))
@@ -20,5 +21,8 @@ if ARGV[4] ~= '' then
   redis.call('HINCRBY', KEYS[2], ARGV[4], 1)
   redis.call('HINCRBYFLOAT', KEYS[2], ARGV[5], ARGV[7])
   redis.call('HINCRBY', KEYS[2], ARGV[6], 1)
+end
+if ARGV[9] and ARGV[9] ~= '' then
+  redis.call('HINCRBY', KEYS[2], ARGV[9], 1)
 end
 return 1
