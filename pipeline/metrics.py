@@ -74,6 +74,7 @@ def finish_send(claim_key, channel, klass, status, seconds=None, mark=None, also
             sent_field(channel, klass, status),
             *(bucket, total, count, seconds or 0),
             mark_field,
+            also_count,
         ],
     )
 

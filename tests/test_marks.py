@@ -8,9 +8,10 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from notifications import Outcome, notify
+from notifications.tasks import send_tasks
 from pipeline import keys, marks
 from pipeline.celery import app
-from pipeline.metrics import finish_send
+from pipeline.metrics import finish_send, read_counters
 from pipeline.store import script
 from sluice_tools.bench.provider import sent_records
 from sluice_tools.kinds import DEMO_KINDS
@@ -110,6 +111,20 @@ def test_marks_are_compact(redis_client):
 
 
 KINDS = {name: {**kind, "channels": ["email", "push"]} for name, kind in DEMO_KINDS.items()}
+LOCMEM = {name: {"backend": "notifications.channels.locmem.LocmemChannel"} for name in ("email", "sms", "push")}
+
+
+@pytest.mark.timeout(30)
+def test_the_last_send_counts_the_message_processed_in_its_own_script(redis_client, settings):
+    """One processed count per message, whatever its channels, and none for a redelivery's extra round trip."""
+    settings.SLUICE_KINDS, settings.SLUICE_CHANNELS = KINDS, LOCMEM
+    kwargs = {"kind": "task.assigned", "user_id": 1, "entity_id": "e", "payload": {}}
+    for notification_id in ("p1", "p2", "p1"):  # p1 again: both channels find their marks
+        send_tasks["routine"].apply(kwargs={**kwargs, "notification_id": notification_id})
+    counters = read_counters()
+    assert counters["processed:routine"] == 3
+    assert counters["sent:email:routine:sent"] == counters["sent:push:routine:sent"] == 2
+    assert counters["sent:email:routine:duplicate"] == 1
 
 
 @pytest.mark.expected_errors("exited with .signal 9 .SIGKILL.")
