@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 
 from notifications import Outcome, notify
 from notifications.tasks import send_tasks
-from pipeline import keys, marks
+from pipeline import deadletters, keys, marks
 from pipeline.celery import app
 from pipeline.metrics import finish_send, read_counters
 from pipeline.store import script
@@ -112,6 +112,21 @@ def test_marks_are_compact(redis_client):
 
 KINDS = {name: {**kind, "channels": ["email", "push"]} for name, kind in DEMO_KINDS.items()}
 LOCMEM = {name: {"backend": "notifications.channels.locmem.LocmemChannel"} for name in ("email", "sms", "push")}
+
+
+@pytest.mark.timeout(30)
+def test_a_replay_forgets_the_marks_of_the_channels_it_sends_again(redis_client, settings):
+    """A permanent failure leaves a mark (a redelivery must not send it again); its replay drops that mark, and
+    only that one."""
+    settings.SLUICE_KINDS = KINDS
+    finish("r1", "email", status="rejected")
+    finish("r1", "push")
+    kwargs = {"notification_id": "r1", "kind": "task.assigned", "user_id": 1, "entity_id": "e", "payload": {}}
+    letter = deadletters.add("sluice.send.routine", "routine", kwargs, "permanent", "refused", 1, ["email"])
+    assert claim("r1", "email") == "sent"
+    assert deadletters.replay(letter) == 1
+    assert claim("r1", "email") == "claimed"
+    assert claim("r1", "push") == "sent"
 
 
 @pytest.mark.timeout(30)
