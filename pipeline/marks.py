@@ -60,6 +60,7 @@ def candidates(name, since=None, now=None):
     # A bucket lives until lifetime_s() after its end (by the writer's clock, which may run CLOCK_SKEW_S ahead).
     oldest = now - lifetime_s() - CLOCK_SKEW_S
     if since is not None:
-        oldest = max(oldest, float(since) - CLOCK_SKEW_S)
+        # Never later than now: a publisher whose clock runs ahead must not hide the buckets written meanwhile.
+        oldest = max(oldest, min(float(since), now) - CLOCK_SKEW_S)
     first, last = int(oldest // BUCKET_S), int((now + CLOCK_SKEW_S) // BUCKET_S)
     return [_key(bucket, name) for bucket in range(last, first - 1, -1)]

@@ -44,6 +44,7 @@ def test_a_mark_is_found_by_the_next_claim_and_the_claim_is_gone(redis_client):
     assert redis_client.exists(keys.sent("n1", "email")) == 0  # the claim is dropped, the mark kept apart
     assert claim("n1", "email") == "sent"
     assert claim("n1", "email", since=time.time() - 5) == "sent"
+    assert claim("n1", "email", since=time.time() + 3600) == "sent"  # a publisher's clock far ahead
     assert claim("n1", "push") == "claimed"  # per channel
     finish("n1", "push", status="failed")  # a failed send leaves no mark: a retry may send
     assert claim("n1", "push") == "claimed"
