@@ -3,7 +3,7 @@
 import json
 
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from sluice_tools.bench.common import bench_redis, write_json
 
@@ -162,7 +162,12 @@ class Command(BaseCommand):
     def bench_cost(self, redis_url, events, rounds, ceiling_seconds, producers, **options):
         from sluice_tools.bench import cost_report
 
-        steps = [int(n) for n in producers.split(",") if n.strip()]
+        try:
+            steps = [int(n) for n in producers.split(",") if n.strip()]
+        except ValueError:
+            raise CommandError(f"--producers must be whole numbers separated by commas, got {producers!r}") from None
+        if events < 8 or rounds < 1 or any(n < 1 for n in steps):
+            raise CommandError("--events must be at least 8, --rounds and each of --producers at least 1")
         result = cost_report.run(redis_url, events, rounds, ceiling_seconds, steps, self.stdout)
         self.stdout.write(cost_report.summary(result))
         return result
