@@ -13,7 +13,7 @@ import time
 from celery.exceptions import Ignore, Reject, Retry
 from redis.exceptions import RedisError
 
-from pipeline import deadletters, gate, keys, metrics
+from pipeline import deadletters, gate, keys, marks, metrics
 from pipeline.celery import app
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.message import CHANNELS_HEADER
@@ -33,10 +33,8 @@ logger = logging.getLogger("sluice.send")
 # timeout hands the message to another worker, so a crashed sender's claim never blocks a resend
 # for longer than that: claim_ttl() caps it at the visibility timeout when that is shorter.
 CLAIM_TTL_S = 120
-# A "sent" mark must outlive any redelivery of its message: the visibility timeout (300 s), retry
-# backoffs, a flusher's lease, time back in a queue. An hour covers them all; at 55 sends a second a
-# week of marks would hold about 6 GB of Redis (bench soak measured 184 bytes a mark).
-SENT_TTL_S = 3600
+# A "sent" mark lives as long as a redelivery of its message can come (pipeline.marks.lifetime_s: the
+# visibility timeout, one unacked sweep and time back in the queue), in a hash of its time bucket.
 MAX_RETRIES = 5
 MAX_BACKOFF_S = 60
 
@@ -73,10 +71,10 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
     # a coarser grain (user|kind, or the user) always reads as one, whatever the class.
     grain = extra.get("grain", "entity")
     subject, body = render(kind_obj, context, digest=(count > 1 and kind_obj.klass == "routine") or grain != "entity")
-    failed, expired = [], []
-    for channel in kind_obj.channels:
-        if channels is not None and channel not in channels:
-            continue
+    failed, expired, counted = [], [], []
+    todo = [channel for channel in kind_obj.channels if channels is None or channel in channels]
+    processed = metrics.processed_field(kind_obj.klass)
+    for channel in todo:
         if expiry.passed(expires_at):
             # Never sent late: a sign-in code that arrives after it expired is worse than none.
             expired.append(channel)
@@ -96,7 +94,9 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
             expires_at=expires_at,
         )
         try:
-            send_once(message)
+            # The last channel's end counts the message as processed in the same round trip.
+            counting = (processed, counted) if channel == todo[-1] else None
+            send_once(message, published_at=getattr(task.request, PUBLISHED_AT, None), count=counting)
         except expiry.Expired:
             expired.append(channel)
         except PermanentSendError as exc:
@@ -113,7 +113,8 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
         except Exception as exc:  # noqa: BLE001 - any backend failure is retried, then dead-lettered
             logger.warning("send %s on %s failed, will retry: %s", notification_id, channel, _why(exc))
             failed.append((channel, exc))
-    metrics.count(metrics.processed_field(kind_obj.klass))
+    if not counted:
+        metrics.count(processed)
     if expired:
         keep(task, "expired", f"not sent by its expiry ({kind_obj.expires_after_s} s after the event)", expired)
     if failed:
@@ -122,20 +123,25 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
         retry(task, failed[0][1], countdown, [channel for channel, _exc in failed])
 
 
-def send_once(message):
+def send_once(message, published_at=None, count=None):
     """Send ``message`` unless this notification already went out on this channel.
 
-    The claim is atomic (claim_send.lua); a redelivered message finds "sent" and stops.
+    The claim is atomic (claim_send.lua); a redelivered message finds "sent" and stops. ``published_at`` (when the
+    message was first published) narrows the mark buckets looked in: its mark cannot be older. ``count`` is
+    (counter field, list): the send's end adds one to that counter too, and appends to the list once it has.
     """
     key = keys.sent(message.id, message.channel)
-    previous, left_ms = script("claim_send")(keys=[key], args=[claim_ttl()])
+    mark = marks.field(message.id, message.channel)
+    previous, left_ms = script("claim_send")(
+        keys=[key, *marks.candidates(mark, since=published_at)], args=[claim_ttl(), mark]
+    )
     if previous == b"sent":
         metrics.count(metrics.sent_field(message.channel, message.klass, "duplicate"))
         return False
     if previous == b"sending":
         expires_in_s = max(1, math.ceil(left_ms / 1000)) if left_ms > 0 else claim_ttl()
         raise ClaimedElsewhere(f"{message.id} on {message.channel} is being sent elsewhere", expires_in_s)
-    status, started = "failed", None
+    status, started, requeued = "failed", None, False
     try:
         with gate.slot(message.channel, message.klass, message.payload, max_wait_s=gate_wait(message)):
             started = time.perf_counter()
@@ -152,10 +158,19 @@ def send_once(message):
     except PermanentSendError:
         status = "rejected"
         raise
+    except gate.GateTimeout:
+        requeued = True  # back to its queue: not processed yet
+        raise
     finally:
         seconds = time.perf_counter() - started if started is not None else None
+        also = count[0] if count and not requeued else ""
         try:
-            metrics.finish_send(key, message.channel, message.klass, status, seconds, SENT_TTL_S)
+            mark_key, expire_at = marks.write_target(mark)
+            metrics.finish_send(
+                key, message.channel, message.klass, status, seconds, (mark_key, mark, expire_at), also_count=also
+            )
+            if also:
+                count[1].append(also)
         except RedisError as exc:
             # After a send that went out, failing here would send it again; the claim expires by itself
             # (claim_ttl), which is the most a redelivery waits.

@@ -11,7 +11,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 
-from . import keys
+from . import keys, marks
 from .conf import sluice_settings
 from .message import send_message
 from .metrics import DEAD_LETTER_REASONS as REASONS
@@ -140,7 +140,13 @@ def replay(letter):
         letter.kind,
         kwargs.get("count", 1),
     )
-    sent = [keys.sent(letter.notification_id, channel) for channel in channels]
+    # Every live bucket: a replay may come at any time, and a "rejected" send left a mark.
+    sent, fields = [], []
+    for channel in channels:
+        mark = marks.field(letter.notification_id, channel)
+        buckets = marks.candidates(mark)
+        sent += [keys.sent(letter.notification_id, channel), *buckets]
+        fields += ["", *[mark] * len(buckets)]
     return script("replay_dead_letter")(
         keys=[
             keys.dead_letters(),
@@ -149,7 +155,7 @@ def replay(letter):
             *sent,
             *keys.priority_lists(queue.name),
         ],
-        args=[letter.id, queue.capacity, message, DEAD_LETTERS_REPLAYED, len(sent)],
+        args=[letter.id, queue.capacity, message, DEAD_LETTERS_REPLAYED, len(sent), *fields],
     )
 
 

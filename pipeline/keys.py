@@ -10,8 +10,15 @@ PREFIX = "sluice"
 
 
 def sent(notification_id, channel):
-    """Send state of one notification on one channel: "sending" while claimed, then "sent"."""
+    """The send claim of one notification on one channel: "sending" while a worker sends it (pipeline.marks keeps
+    "sent" apart, compactly). A "sent" value here is an older release's mark, still honoured."""
     return f"{PREFIX}:sent:{notification_id}:{channel}"
+
+
+def sent_marks(bucket, shard):
+    """One hash of "sent" marks (field "<id>:<channel>"): the sends finished in one time bucket, one shard of them,
+    expired as a whole (pipeline.marks)."""
+    return f"{PREFIX}:marks:{bucket}:{shard}"
 
 
 def counters():

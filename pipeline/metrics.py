@@ -55,15 +55,27 @@ def processed_field(klass):
     return f"processed:{klass}"
 
 
-def finish_send(state_key, channel, klass, status, seconds=None, keep_state_s=0):
-    """End a send: set or drop its state (``status`` "sent"/"rejected" keep it) and count it."""
+def finish_send(claim_key, channel, klass, status, seconds=None, mark=None, also_count=""):
+    """End a send: drop its claim, write its "sent" mark when ``status`` keeps one ("sent", "rejected"), and count
+    it. ``mark`` is (hash key, field, hash expiry in Unix seconds), from pipeline.marks; ``also_count`` is one more
+    counter field to add one to (the message's processed count), saving a round trip."""
     state = "sent" if status in ("sent", "rejected") else ""
+    if state and mark is None:
+        raise ValueError(f"a {status!r} send needs its mark: (hash key, field, expiry)")
+    mark_key, mark_field, expire_at = mark or (claim_key, "", 0)
     bucket = total = count = ""
     if seconds is not None:
         bucket, total, count = duration_fields(channel, klass, seconds)
     script("finish_send")(
-        keys=[state_key, keys.counters()],
-        args=[state, keep_state_s, sent_field(channel, klass, status), bucket, total, count, seconds or 0],
+        keys=[claim_key, keys.counters(), mark_key],
+        args=[
+            state,
+            int(expire_at),
+            sent_field(channel, klass, status),
+            *(bucket, total, count, seconds or 0),
+            mark_field,
+            also_count,
+        ],
     )
 
 

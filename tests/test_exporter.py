@@ -98,8 +98,8 @@ def test_counters_are_exact_and_carry_no_personal_data(exporter, redis_client, d
     user = django_user_model.objects.create(pk=987654321, username="seeded-user-name")
     for i in range(5):
         notify(user, "task.comment", entity_id="entity-seeded-id", payload={"secret": "hunter2-seeded", "i": i})
-    finish_send("k1", "email", "routine", "sent", 0.03, 60)
-    finish_send("k2", "email", "routine", "sent", 0.2, 60)
+    finish_send("k1", "email", "routine", "sent", 0.03, ("m1", "k1", 2**40))
+    finish_send("k2", "email", "routine", "sent", 0.2, ("m1", "k2", 2**40))
     finish_send("k3", "email", "routine", "failed", 0.01)
     text = exporter("/metrics")
     found = metrics(text)

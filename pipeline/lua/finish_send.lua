@@ -1,22 +1,28 @@
--- Record the end of one send: its state for redeliveries, and its metrics, in one round trip.
--- KEYS[1]  the send-state key (pipeline.keys.sent)
+-- Record the end of one send: its "sent" mark for redeliveries, and its metrics, in one round trip.
+-- KEYS[1]  the send claim (pipeline.keys.sent), dropped
 -- KEYS[2]  the counters hash
--- ARGV[1]  new state: "sent" (done, kept ARGV[2] s), or "" to drop the claim so a retry may send
--- ARGV[2]  state TTL, seconds
+-- KEYS[3]  the mark hash of this time bucket (pipeline.marks.write_target)
+-- ARGV[1]  "sent" to mark it done (a redelivery then does nothing), or "" so that a retry may send
+-- ARGV[2]  when the mark hash expires, Unix seconds: it is expired whole, never field by field
 -- ARGV[3]  counter field of sluice_sent_total
 -- ARGV[4]  histogram bucket field of sluice_send_duration_seconds ("" to skip the histogram)
 -- ARGV[5]  histogram sum field
 -- ARGV[6]  histogram count field
 -- ARGV[7]  the send's duration, seconds
-if ARGV[1] == '' then
-  redis.call('DEL', KEYS[1])
-else
-  redis.call('SET', KEYS[1], ARGV[1], 'EX', tonumber(ARGV[2]))
+-- ARGV[8]  the mark's field (pipeline.marks.field)
+-- ARGV[9]  one more counter field to add one to ("" for none): the message's processed count
+if ARGV[1] ~= '' then
+  redis.call('HSET', KEYS[3], ARGV[8], 1)
+  redis.call('EXPIREAT', KEYS[3], tonumber(ARGV[2]))
 end
+redis.call('DEL', KEYS[1])
 redis.call('HINCRBY', KEYS[2], ARGV[3], 1)
 if ARGV[4] ~= '' then
   redis.call('HINCRBY', KEYS[2], ARGV[4], 1)
   redis.call('HINCRBYFLOAT', KEYS[2], ARGV[5], ARGV[7])
   redis.call('HINCRBY', KEYS[2], ARGV[6], 1)
+end
+if ARGV[9] and ARGV[9] ~= '' then
+  redis.call('HINCRBY', KEYS[2], ARGV[9], 1)
 end
 return 1

@@ -2,13 +2,15 @@
 -- KEYS[1]   the dead letters' index zset
 -- KEYS[2]   the entries hash
 -- KEYS[3]   the counters hash
--- KEYS[4..3+ARGV[5]]  send-state keys of the channels to send again (pipeline.keys.sent), deleted
+-- KEYS[4..3+ARGV[5]]  send state of the channels to send again: their claims (pipeline.keys.sent), deleted, and
+--                      the mark hashes that may hold their "sent" marks (pipeline.marks), their fields deleted
 -- then      the queue's list, and its priority sub-lists, counted in the depth
 -- ARGV[1]  entry id
 -- ARGV[2]  capacity of the queue
 -- ARGV[3]  the message
 -- ARGV[4]  counter field of replayed dead letters
 -- ARGV[5]  how many send-state keys follow the counters hash in KEYS
+-- ARGV[6..5+ARGV[5]]  for each of those keys in order: "" to delete the key, else the field to delete from it
 -- Returns  1 replayed; 0 the queue is full (the entry stays); -1 no such entry (replayed or dropped already)
 --! include depth
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then
@@ -20,7 +22,12 @@ if depth(queue) >= tonumber(ARGV[2]) then
 end
 redis.call('LPUSH', KEYS[queue], ARGV[3])
 for i = 4, queue - 1 do
-  redis.call('DEL', KEYS[i])
+  local field = ARGV[i + 2]
+  if field == '' then
+    redis.call('DEL', KEYS[i])
+  else
+    redis.call('HDEL', KEYS[i], field)
+  end
 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])

@@ -188,21 +188,30 @@ def memory_breakdown(client, batch=500):
 
 
 def mark_bytes(client):
-    """How many send marks (keys.sent, kept SENT_TTL_S) Redis holds after the run, and the bytes each costs, measured
-    by deleting them: used_memory before minus after, divided by their number."""
+    """How many "sent" marks (pipeline.marks: fields of the per-minute hashes) Redis holds after the run, and the
+    bytes each costs, measured by deleting their hashes: used_memory before minus after, divided by their number."""
     from pipeline import keys
 
     before = client.info("memory")["used_memory"]
     count, batch = 0, []
-    for key in client.scan_iter(match=keys.sent("*", "*"), count=1000):
+    for key in client.scan_iter(match=keys.sent_marks("*", "*"), count=1000):
         batch.append(key)
         if len(batch) == 1000:
-            count += client.delete(*batch)
+            count += _delete_marks(client, batch)
             batch = []
     if batch:
-        count += client.delete(*batch)
+        count += _delete_marks(client, batch)
     after = client.info("memory")["used_memory"]
     return count, (before - after) / count if count else 0.0
+
+
+def _delete_marks(client, hashes):
+    pipe = client.pipeline(transaction=False)
+    for key in hashes:
+        pipe.hlen(key)
+    marks = sum(pipe.execute())
+    client.delete(*hashes)
+    return marks
 
 
 def run(redis_url, minutes, rate_multiplier, stdout, max_drain_s=900):
@@ -309,7 +318,8 @@ def summarize(sampler, outcomes, started, ended, marks, bytes_per_mark):
     def redis_part(points, key):
         return mean(key(p) for p in points)
 
-    # Every send leaves a dedup mark for SENT_TTL_S: Redis grows with the sends until the first marks expire.
+    # Every send leaves a dedup mark for pipeline.marks.lifetime_s(): Redis grows with the sends until the first
+    # marks expire.
     def without_marks(p):
         return p["used_memory"] - min(p["sends"], marks) * bytes_per_mark
 

@@ -3,7 +3,7 @@
 import json
 
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from sluice_tools.bench.common import bench_redis, write_json
 
@@ -55,6 +55,15 @@ class Command(BaseCommand):
         providers.add_argument("--outage", type=float, default=20, dest="outage_s", help="how long it stays down, s")
         providers.add_argument("--concurrency", type=int, default=4, help="critical worker processes")
         providers.add_argument("--drain", type=float, default=180, dest="drain_s", help="most seconds to wait after it")
+        cost = sub.add_parser(
+            "cost", help="Redis commands, Redis CPU and CPU per notification; a bare no-op; memory; one Redis's ceiling"
+        )
+        cost.add_argument("--events", type=int, default=2000, help="events in each measured batch")
+        cost.add_argument("--rounds", type=int, default=3, help="Sluice and no-op batches drained alternately")
+        cost.add_argument("--ceiling-seconds", type=float, default=8, help="seconds of each ceiling step (0: skip)")
+        cost.add_argument(
+            "--producers", default="1,2,4,8", help="producer processes of each ceiling step, comma-separated"
+        )
         for command in sub.choices.values():
             command.add_argument("--json", dest="json_path", help="also write the figures to this file")
 
@@ -148,6 +157,19 @@ class Command(BaseCommand):
             f"{result['critical_p99_ms_during_outage_single_provider']} ms); lost {result['lost']}, "
             f"duplicates {result['duplicates']}"
         )
+        return result
+
+    def bench_cost(self, redis_url, events, rounds, ceiling_seconds, producers, **options):
+        from sluice_tools.bench import cost_report
+
+        try:
+            steps = [int(n) for n in producers.split(",") if n.strip()]
+        except ValueError:
+            raise CommandError(f"--producers must be whole numbers separated by commas, got {producers!r}") from None
+        if events < 8 or rounds < 1 or any(n < 1 for n in steps):
+            raise CommandError("--events must be at least 8, --rounds and each of --producers at least 1")
+        result = cost_report.run(redis_url, events, rounds, ceiling_seconds, steps, self.stdout)
+        self.stdout.write(cost_report.summary(result))
         return result
 
     def bench_soak(self, redis_url, minutes, rate_multiplier, **options):
