@@ -185,7 +185,7 @@ def _broker_of_its_queues(sender=None, instance=None, conf=None, options=None, *
     urls = list({redis_identity(queues[k].redis_url): queues[k].redis_url for k in serving}.values())
     if len(urls) > 1:
         where = ", ".join(f"{k} on {maybe_sanitize_url(queues[k].redis_url)}" for k in serving)
-        raise ImproperlyConfigured(
+        _refuse(
             f"this worker serves queues on different Redis servers ({where}): a worker has one broker, so run one "
             "worker per Redis (manage.py worker <class>), as SLUICE_QUEUES[class]['redis_url'] places them"
         )
@@ -198,10 +198,15 @@ def _broker_of_its_queues(sender=None, instance=None, conf=None, options=None, *
     app.amqp._producer_pool = None
     actual = app.conf.broker_url
     if actual != expected:
-        raise ImproperlyConfigured(
+        _refuse(
             f"this worker's broker is {maybe_sanitize_url(actual)}, but its queues' events are published to "
             f"{maybe_sanitize_url(expected)} (SLUICE_QUEUES[class]['redis_url']): drop the --broker option"
         )
+
+
+def _refuse(problem):
+    """Stop the worker starting: Celery logs and swallows a signal receiver's exceptions, but not SystemExit."""
+    raise SystemExit(f"{ImproperlyConfigured.__name__}: {problem}")
 
 
 def _refuse_flower_without_auth(argv):
