@@ -6,6 +6,8 @@ that is sent once, or refused to the caller's face.
 """
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -21,7 +23,7 @@ from pipeline.conf import CLASSES
 from pipeline.store import class_redis, every_redis, get_redis
 from sluice_tools.bench.provider import SENT_KEY
 from sluice_tools.kinds import DEMO_KINDS
-from sluice_tools.processes import WorkerProcess
+from sluice_tools.processes import ROOT, WorkerProcess
 from sluice_tools.redis_server import RedisServer, redis_binary
 from tests.conftest import need, wait_for
 
@@ -31,8 +33,15 @@ KINDS = {name: {**kind, "channels": ["push"]} for name, kind in DEMO_KINDS.items
 CHANNELS = {name: {"backend": RECORDER, "options": {"latency_ms": 2}} for name in ("email", "sms", "push")}
 CRITICAL, ROUTINE, BACKGROUND = "meeting.reminder", "task.assigned", "board.updated"
 # What only routine's or background's traffic names: their kinds and their queues.
-FOREIGN = ("task.", "board.", "participant_left", '"routine"', '"background"', ":routine", ":background")
+FOREIGN = (
+    *(name for name, kind in KINDS.items() if kind["class"] != "critical"),
+    " routine",
+    " background",
+    ":routine",
+    ":background",
+)
 ROUTINE_CAPACITY = 100
+BACKGROUND_CAPACITY = 50
 User = get_user_model()  # unsaved users with a pk: notify() takes them as they are
 
 
@@ -54,7 +63,7 @@ def queues(urls):
     return {
         "critical": {"capacity": 2048, "wait_ms": 250, "redis_url": urls["critical"]},
         "routine": {"capacity": ROUTINE_CAPACITY, "wait_ms": 0, "redis_url": urls["routine"]},
-        "background": {"capacity": 2048, "wait_ms": 0, "redis_url": urls["background"]},
+        "background": {"capacity": BACKGROUND_CAPACITY, "wait_ms": 0, "redis_url": urls["background"]},
     }
 
 
@@ -69,11 +78,28 @@ def per_class(settings, servers):
     yield urls
 
 
-def start_worker(klass, urls, **kwargs):
+@pytest.fixture(scope="module")
+def worker_database(tmp_path_factory):
+    """A migrated database for the workers (a flush rebuilds the preferences' mirror from it)."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('per-class') / 'workers.db'}"
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True, timeout=120, env=_env(DATABASE_URL=url)
+    )
+    return url
+
+
+def _env(**extra):
+    import os
+
+    return {**os.environ, **extra}
+
+
+def start_worker(klass, urls, database_url=None, **kwargs):
     env = {
         "SLUICE_KINDS": json.dumps(KINDS),
         "SLUICE_QUEUES": json.dumps(queues(urls)),
         "SLUICE_DIGEST": json.dumps({"flush_interval_s": 60, "max_keys": 50}),
+        **({"DATABASE_URL": database_url} if database_url else {}),
     }
     return WorkerProcess(klass, urls["routine"], CHANNELS, env=env, **kwargs)
 
@@ -120,11 +146,11 @@ def settle(urls, timeout=90):
 
     def empty():
         run_flush("beat")
-        for url in urls.values():
-            client = get_redis(url)
-            if client.zcard(keys.pending()) or client.hlen("unacked"):
+        for klass, url in urls.items():
+            client = get_redis(url)  # (each class's own keys on its own Redis: this test reads MONITOR too)
+            if client.llen(klass) or client.hlen("unacked"):
                 return False
-            if any(client.llen(name) for name in ("critical", "routine", "background")):
+            if klass != "critical" and client.zcard(keys.pending()):
                 return False
         return True
 
@@ -157,9 +183,9 @@ def account(outcomes, records):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_routine_flood_never_touches_criticals_redis_and_nothing_is_lost(per_class, db):
+def test_routine_flood_never_touches_criticals_redis_and_nothing_is_lost(per_class, worker_database, db):
     urls = per_class
-    workers = [start_worker(klass, urls).start() for klass in ("critical", "routine", "background")]
+    workers = [start_worker(klass, urls, worker_database).start() for klass in CLASSES]
     monitor = Monitor(urls["critical"])
     monitor.start()
     assert monitor.ready.wait(10)
@@ -178,6 +204,8 @@ def test_routine_flood_never_touches_criticals_redis_and_nothing_is_lost(per_cla
             thread.join(120)
         flooded = Counter(o for _kind, o in outcomes["routine"])
         assert flooded[Outcome.FOLDED] > 0, f"the flood never filled routine's queue: {flooded}"
+        collapsed = Counter(o for _kind, o in outcomes["background"])
+        assert collapsed[Outcome.COLLAPSED] > 0, f"background's queue never filled: {collapsed}"
         assert settle(urls), "the queues and fold stores never emptied"
     finally:
         monitor.stop()
@@ -186,13 +214,22 @@ def test_routine_flood_never_touches_criticals_redis_and_nothing_is_lost(per_cla
     records = [json.loads(raw) for raw in get_redis(urls["routine"]).lrange(SENT_KEY, 0, -1)]
     by_class, duplicated = account([o for each in outcomes.values() for o in each], records)
     longest = {klass: round(max(w) * 1000, 1) for klass, w in waits.items()}
-    print(f"\nper-class Redis: {json.dumps(by_class)} duplicated={duplicated} longest_wait_ms={json.dumps(longest)}")
+    print(
+        f"\nper-class Redis: {json.dumps(by_class)} duplicated={duplicated} longest_wait_ms={json.dumps(longest)} "
+        f"critical_redis_commands={len(monitor.commands)}"
+    )
 
     foreign = [c for c in monitor.commands if any(mark in c for mark in FOREIGN) and "sluice:prefs:" not in c]
     assert monitor.commands, "MONITOR saw nothing on critical's Redis"
     assert not foreign, f"critical's Redis saw {len(foreign)} routine/background commands, e.g. {foreign[:3]}"
-    critical_keys = [k.decode() for k in get_redis(urls["critical"]).scan_iter(count=1000)]
-    assert not [k for k in critical_keys if any(mark.strip('"') in k for mark in FOREIGN)], critical_keys
+    critical = get_redis(urls["critical"])
+    critical_keys = [k.decode() for k in critical.scan_iter(count=1000)]
+    # kombu's exchange tables are named after Celery's default exchange ("background"); they hold bindings only.
+    bindings = [k for k in critical_keys if k.startswith("_kombu.binding")]
+    members = [m.decode() for k in bindings if critical.type(k) == b"set" for m in critical.smembers(k)]
+    assert members and all(m.split("\x06\x16")[-1] == "critical" for m in members), members
+    others = [k for k in critical_keys if k not in bindings and any(mark.strip() in k for mark in FOREIGN)]
+    assert not others, others
     assert duplicated == 0
     assert all(figures["lost"] == 0 for figures in by_class.values()), by_class
     assert by_class["critical"]["refused"] == 0, by_class
