@@ -75,7 +75,7 @@ def per_class(settings, servers):
     settings.SLUICE_KINDS = KINDS
     settings.SLUICE_QUEUES = queues(urls)
     settings.SLUICE_DIGEST = {"flush_interval_s": 60, "max_keys": 50}
-    yield urls
+    return urls
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +227,8 @@ def test_routine_flood_never_touches_criticals_redis_and_nothing_is_lost(per_cla
     # kombu's exchange tables are named after Celery's default exchange ("background"); they hold bindings only.
     bindings = [k for k in critical_keys if k.startswith("_kombu.binding")]
     members = [m.decode() for k in bindings if critical.type(k) == b"set" for m in critical.smembers(k)]
-    assert members and all(m.split("\x06\x16")[-1] == "critical" for m in members), members
+    assert members
+    assert all(m.split("\x06\x16")[-1] == "critical" for m in members), members
     others = [k for k in critical_keys if k not in bindings and any(mark.strip() in k for mark in FOREIGN)]
     assert not others, others
     assert duplicated == 0
