@@ -267,3 +267,31 @@ def state(now=None, client=None):
         "last_flush_size": int(stats[b"last_flush_size"]) if b"last_flush_size" in stats else None,
         "claims_in_flight": claims,
     }
+
+
+def every_state(now=None):
+    """state() over every fold store (each Redis routine or background folds on), added up: counts summed, the
+    fullest store's size (each has the whole bound), the soonest next due, the store flushed longest ago."""
+    from pipeline.store import fold_store_classes, get_redis
+
+    states = [state(now, get_redis(url)) for url in fold_store_classes()]
+    if len(states) == 1:
+        return states[0]
+    reasons = {}
+    for each in states:
+        for name, count in each["held_by_reason"].items():
+            reasons[name] = reasons.get(name, 0) + count
+    due = [s["next_due_at"] for s in states if s["next_due_at"] is not None]
+    flushed = [s["last_flush_at"] for s in states]
+    sizes = [s["last_flush_size"] for s in states if s["last_flush_size"] is not None]
+    return {
+        **{
+            name: sum(s[name] for s in states) for name in ("pending_keys", "due_keys", "held_keys", "claims_in_flight")
+        },
+        "held_by_reason": dict(sorted(reasons.items())),
+        "next_due_at": min(due) if due else None,
+        "store_keys": max(s["store_keys"] for s in states),
+        "store_bytes": max(s["store_bytes"] for s in states),
+        "last_flush_at": None if None in flushed else min(flushed),
+        "last_flush_size": sum(sizes) if sizes else None,
+    }
