@@ -267,6 +267,22 @@ def test_each_class_state_lives_on_its_class_redis(per_class, db):
     assert counters["notifications:routine:accepted"] == 1 + ROUTINE_CAPACITY - 1
     assert len(every_redis()) == 3
 
+    # The readers read every Redis: the exporter, KEDA's scaler endpoint, the dead letters.
+    from pipeline import deadletters
+    from pipeline.exporter import SluiceCollector, scaler_payload
+
+    families = {family.name: family for family in SluiceCollector(60).collect()}
+    depths = {sample.labels["queue"]: sample.value for sample in families["sluice_queue_depth"].samples}
+    assert depths == {"critical": 1, "routine": ROUTINE_CAPACITY, "background": 1}
+    assert families["sluice_digest_pending_keys"].samples[0].value == 1
+    assert scaler_payload("routine", 60)["depth"] == ROUTINE_CAPACITY
+    for klass in ("critical", "background"):
+        deadletters.add("sluice.send." + klass, klass, {"notification_id": klass, "kind": "k"}, "permanent", "no", 1)
+        assert class_redis(klass).zcard(keys.dead_letters()) == 1
+    assert [letter.klass for letter in deadletters.entries()] == ["background", "critical"]
+    assert deadletters.size() == 2
+    assert deadletters.discard(deadletters.entries()) == 2
+
 
 @pytest.mark.timeout(120)
 def test_a_flush_asked_for_anywhere_lands_on_criticals_broker(per_class):
