@@ -128,8 +128,8 @@ class AMQP(CeleryAMQP):
             url = broker_for(queue, routing_key)
             if url is None or producer is None or _same_broker(url, producer.connection):
                 return send(producer, name, message, queue=queue, routing_key=routing_key, **kwargs)
-            # A queue on another Redis than this process's broker: publish there (a routine worker's retry of
-            # nothing but routine never comes here; a flush asked for from a routine process does).
+            # The queue lives on another Redis than this process's broker (a flush asked for by a process whose
+            # broker is routine's, say): publish it there, where its workers listen.
             with self.app.connection_for_write(url) as connection:
                 with kombu.pools.producers[connection].acquire(block=True) as other:
                     return send(other, name, message, queue=queue, routing_key=routing_key, **kwargs)
