@@ -316,3 +316,41 @@ def test_a_worker_for_queues_on_two_redis_refuses_to_start(per_class):
         worker.start(timeout=60)
     assert "different Redis servers" in str(failed.value)
     assert ImproperlyConfigured.__name__ in str(failed.value)
+
+
+@pytest.mark.timeout(120)
+def test_critical_alone_on_its_redis_and_the_rest_sharing_one(settings, db):
+    """The common split: critical on a Redis of its own, routine and background on SLUICE_REDIS_URL's, where one
+    fold store holds both classes' folds and a flush publishes each digest into its own class's queue."""
+    from digest.flush import run_flush
+    from pipeline.store import fold_store_classes
+
+    started = _servers(("critical", "shared"))
+    try:
+        urls = {"critical": started["critical"].url, "routine": started["shared"].url}
+        settings.SLUICE_REDIS_URL = started["shared"].url
+        settings.SLUICE_CHANNELS = CHANNELS
+        settings.SLUICE_KINDS = KINDS
+        settings.SLUICE_QUEUES = {
+            "critical": {"redis_url": urls["critical"]},
+            "routine": {"capacity": 2},
+            "background": {"capacity": 2},
+        }
+        assert list(fold_store_classes().values()) == [["routine", "background"]]
+        for kind in (ROUTINE, BACKGROUND):
+            outcomes = [notify(User(pk=7), kind, entity_id=f"e{n % 2}") for n in range(6)]
+            assert outcomes[:2] == [Outcome.ACCEPTED] * 2
+            assert set(outcomes[2:]) <= {Outcome.FOLDED, Outcome.COLLAPSED}
+        shared = get_redis(urls["routine"])
+        assert shared.zcard(keys.pending()) == 4  # two entities of each kind
+        shared.delete("routine", "background")  # the workers took the first two of each
+        assert run_flush("beat") == 4
+        for queue in ("routine", "background"):
+            digests = [json.loads(raw) for raw in shared.lrange(queue, 0, -1)]
+            assert len(digests) == 2
+            assert {d["headers"]["id"].split("-")[0] for d in digests} == {"digest"}
+        critical = get_redis(urls["critical"])
+        assert not [k for k in critical.scan_iter() if k.startswith((b"sluice:digest", b"routine", b"background"))]
+    finally:
+        for server in started.values():
+            server.stop()
