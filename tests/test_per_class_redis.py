@@ -281,7 +281,16 @@ def test_each_class_state_lives_on_its_class_redis(per_class, db):
         assert class_redis(klass).zcard(keys.dead_letters()) == 1
     assert [letter.klass for letter in deadletters.entries()] == ["background", "critical"]
     assert deadletters.size() == 2
-    assert deadletters.discard(deadletters.entries()) == 2
+    # A replay and a retry push onto the queue of the message's class, on that class's Redis.
+    background = next(letter for letter in deadletters.entries() if letter.klass == "background")
+    assert deadletters.replay(background) == deadletters.REPLAYED
+    assert class_redis("background").llen("background") == 2
+    assert deadletters.discard(deadletters.entries()) == 1
+    from pipeline.republish import republish
+
+    republish("critical", "retry-1", {"notification_id": "n1", "kind": CRITICAL}, published_at=time.time(), retries=1)
+    assert class_redis("critical").llen("critical") == 2
+    assert not class_redis("routine").exists("critical")
 
 
 @pytest.mark.timeout(120)
