@@ -126,12 +126,9 @@ def _client(url=None):
 
 def reset():
     """Forget this process's clients (tests; a settings change picks new ones up by itself)."""
+    # Dropped, not closed: a caller may still hold one of them, and its pool reconnects on its next use.
     with _lock:
-        old = list(_clients.values())
         _clients.clear()
-    for client in old:
-        if client.key[1] == os.getpid():
-            client.redis.close()  # ours, in this process: close the sockets rather than wait for the GC
 
 
 def use_redis(url):
