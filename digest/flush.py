@@ -1,4 +1,9 @@
-"""The flush task: claim pending folds, publish one digest message per key, exactly once; drain the overflow."""
+"""The flush task: claim pending folds, publish one digest message per key, exactly once; drain the overflow.
+
+Each folding class keeps its folds on its own Redis (SLUICE_QUEUES[class]["redis_url"]), beside its queue, so a
+digest is published and its claim released in one atomic step on one Redis. A flush goes through every fold
+store in turn.
+"""
 
 import logging
 import time
@@ -9,7 +14,7 @@ from pipeline.celery import app
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.depth import snapshot
 from pipeline.message import event_kwargs_json, send_message
-from pipeline.store import get_redis
+from pipeline.store import class_redis, fold_store_classes, get_redis
 
 from . import store
 from .signals import flush_started
@@ -31,21 +36,26 @@ def flush(trigger="beat"):
     try:
         return run_flush(trigger)
     finally:
-        client = get_redis()
-        # Free the trigger once the flush got the pending keys below the threshold. If full queues kept
-        # them there, the flag expires by itself (SIZE_TRIGGER_TTL_S), so a burst does not turn every
-        # fold into another flush that finds no room.
-        if trigger == "size" and client.zcard(keys.pending()) < sluice_settings().digest["max_keys"]:
-            client.delete(keys.size_trigger())
+        for client in _stores():
+            # Free the trigger once the flush got the pending keys below the threshold. If full queues kept
+            # them there, the flag expires by itself (SIZE_TRIGGER_TTL_S), so a burst does not turn every
+            # fold into another flush that finds no room.
+            if trigger == "size" and client.zcard(keys.pending()) < sluice_settings().digest["max_keys"]:
+                client.delete(keys.size_trigger())
 
 
 @app.task(name=DRAIN_TASK, ignore_result=True)
 def drain():
     """Every few seconds: move opted-out users' messages into their queues while there is room, and
     finish a flush that full queues cut short, so its digests go out as soon as room frees."""
-    if get_redis().exists(keys.flush_backlog()):
+    if any(client.exists(keys.flush_backlog()) for client in _stores()):
         return run_flush("backlog")
     return drain_overflows()
+
+
+def _stores():
+    """One client per fold store: each Redis that routine or background keeps its folds on."""
+    return [get_redis(url) for url in fold_store_classes()]
 
 
 def enqueue_size_flush():
@@ -54,7 +64,8 @@ def enqueue_size_flush():
 
 
 def run_flush(trigger, batch=BATCH, lease_s=LEASE_S):
-    """Recover dead claims, then claim and publish in batches until pending is empty or a queue is full."""
+    """Flush every fold store: recover dead claims, then claim and publish in batches until pending is empty or a
+    queue is full; then drain the overflows. Return how many digests were published."""
     for receiver, outcome in flush_started.send_robust(sender=run_flush, trigger=trigger):
         if isinstance(outcome, Exception):
             # A receiver's failure (a database outage while the preferences rebuild their mirror) must not
@@ -62,36 +73,14 @@ def run_flush(trigger, batch=BATCH, lease_s=LEASE_S):
             logger.warning("flush: %s failed: %s", getattr(receiver, "__name__", receiver), type(outcome).__name__)
     published = 0
     full = set()
-    for stale in store.expired_claims():
-        store.renew(stale, lease_s)
-        logger.warning("taking over flush %s, whose flusher died or stalled", stale)
-        published += _publish(stale, store.claimed_members(stale), full)
     room = _room()
-    exhausted = False
-    while not full and room > 0:
-        # One claim id per batch: a key folded again after its digest went out is claimed anew, under
-        # a new id, so its next digest never shares a notification id (and a dedup) with the last.
-        claim_id = uuid.uuid4().hex
-        members = store.claim(claim_id, min(batch, room), lease_s)
-        if not members:
-            exhausted = True
-            break
-        sent = _publish(claim_id, members, full)
-        published += sent
-        room -= sent
+    stores = fold_store_classes()
+    for index, (url, classes) in enumerate(stores.items()):
+        room_here = sum(room[klass] for klass in classes)
+        # One flush counts once (sluice_digest_flushes_total), on the first store, however many stores it went through.
+        counted = index == 0
+        published += _flush_store(get_redis(url), classes, trigger, batch, lease_s, full, room_here, counted)
     drained = drain_overflows()
-    pipe = get_redis().pipeline(transaction=False)
-    if exhausted:
-        pipe.delete(keys.flush_backlog())
-    else:
-        # Full queues stopped this flush before its keys ran out: the drain task finishes it as room
-        # frees, rather than leaving the digests to the next interval.
-        pipe.set(keys.flush_backlog(), time.time(), ex=3600)
-    now = time.time()
-    stats = {"last_flush_at": now, "last_flush_size": published, metrics.last_flush_field(trigger): now}
-    pipe.hset(keys.digest_stats(), mapping=stats)
-    pipe.hincrby(keys.counters(), "digest:flushes", 1)
-    pipe.execute()
     logger.log(
         logging.INFO if published or drained else logging.DEBUG,
         "flush (%s): %d digest messages published, %d overflow messages moved",
@@ -102,32 +91,72 @@ def run_flush(trigger, batch=BATCH, lease_s=LEASE_S):
     return published
 
 
+def _flush_store(client, classes, trigger, batch, lease_s, full, room, counted=True):
+    """Flush the fold store on ``client`` (holding ``classes``' folds and queues); return digests published."""
+    published = 0
+    for stale in store.expired_claims(client):
+        store.renew(stale, lease_s, client)
+        logger.warning("taking over flush %s, whose flusher died or stalled", stale)
+        published += _publish(stale, store.claimed_members(stale, client), full, client, classes)
+    exhausted = False
+    while not full.intersection(classes) and room > 0:
+        # One claim id per batch: a key folded again after its digest went out is claimed anew, under
+        # a new id, so its next digest never shares a notification id (and a dedup) with the last.
+        claim_id = uuid.uuid4().hex
+        members = store.claim(claim_id, min(batch, room), lease_s, client)
+        if not members:
+            exhausted = True
+            break
+        sent = _publish(claim_id, members, full, client, classes)
+        published += sent
+        room -= sent
+    pipe = client.pipeline(transaction=False)
+    if exhausted:
+        pipe.delete(keys.flush_backlog())
+    else:
+        # Full queues stopped this flush before its keys ran out: the drain task finishes it as room
+        # frees, rather than leaving the digests to the next interval.
+        pipe.set(keys.flush_backlog(), time.time(), ex=3600)
+    now = time.time()
+    stats = {"last_flush_at": now, "last_flush_size": published, metrics.last_flush_field(trigger): now}
+    pipe.hset(keys.digest_stats(), mapping=stats)
+    if counted:
+        pipe.hincrby(keys.counters(), "digest:flushes", 1)
+    pipe.execute()
+    return published
+
+
 def _room():
-    """Free slots across the class queues: a flush claims no more than could be published now."""
-    return sum(max(0, q["capacity"] - q["depth"]) for q in snapshot().values())
+    """Free slots of each class queue: a flush claims no more than could be published now."""
+    return {klass: max(0, q["capacity"] - q["depth"]) for klass, q in snapshot().items()}
 
 
-def _publish(flush_id, members, full):
-    """Publish the claimed folds of ``members``; a fold whose queue is full goes back to pending."""
+def _publish(flush_id, members, full, client, classes):
+    """Publish the claimed folds of ``members`` from the store on ``client``; a fold whose queue is full goes back
+    to pending."""
     conf = sluice_settings()
     published = 0
     # Newest first: each digest goes to the end workers take from, so the oldest ends up taken first.
-    for fold in sorted(store.read_claimed(flush_id, members), key=lambda f: f.first_seen, reverse=True):
+    for fold in sorted(store.read_claimed(flush_id, members, client), key=lambda f: f.first_seen, reverse=True):
         kind = conf.kinds.get(fold.kind)
-        klass = kind.klass if kind else "routine"
+        klass = kind.klass if kind else classes[0]
+        if klass not in classes:
+            # A kind moved to a class on another Redis since it folded: its digest goes out with the classes
+            # of this store, since a digest and its claim must change together on one Redis.
+            klass = classes[0]
         if klass in full:
-            store.unclaim(flush_id, fold.member)
+            store.unclaim(flush_id, fold.member, client)
             continue
         queue = conf.queues[klass]
         message = _message(flush_id, fold, klass, queue.name, kind.channels if kind else ())
-        code = store.publish_claimed(flush_id, fold, queue, message, f"digest:{klass}:published")
+        code = store.publish_claimed(flush_id, fold, queue, message, f"digest:{klass}:published", client)
         if code == 0:
             # Backpressure: the queue is full, so this and the class's later folds wait for the next flush.
             full.add(klass)
-            store.unclaim(flush_id, fold.member)
+            store.unclaim(flush_id, fold.member, client)
         elif code == 1:
             published += 1
-    store.release(flush_id)
+    store.release(flush_id, client)
     return published
 
 
@@ -152,7 +181,7 @@ def drain_overflows():
     moved = 0
     for klass in CLASSES:
         queue = queues[klass]
-        moved += script("drain_overflow")(
+        moved += script("drain_overflow", on=class_redis(klass))(
             keys=[keys.overflow(klass), queue.name, *keys.priority_lists(queue.name)[1:]],
             args=[queue.capacity, DRAIN_LIMIT],
         )

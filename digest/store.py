@@ -8,7 +8,13 @@ from functools import lru_cache
 from pathlib import Path
 
 from pipeline import keys
-from pipeline.store import Scripts, get_redis
+from pipeline.store import Scripts, class_redis
+
+
+def default_store():
+    """Routine's Redis: the fold store a caller that names none means (the usual one, holding most folds)."""
+    return class_redis("routine")
+
 
 #: The fold store's own Lua, in digest/lua.
 script = Scripts(Path(__file__).with_name("lua"))
@@ -38,7 +44,8 @@ def members(user_id, kind, entity_id, klass):
 
 
 def admit(event, queue, message, plan, digest, notification_id, client=None):
-    """Run admit.lua for ``event`` (a policy.Event): preferences, holds, the queue's bound, the fold store's.
+    """Run admit.lua for ``event`` (a policy.Event) on its class's Redis (or ``client``): preferences, holds, the
+    queue's bound, the fold store's. The class's folds live on that same Redis, so it stays one round trip.
 
     ``plan`` is the kind's default plan ("instant|digest|strict"); ``message`` carries CHANNELS (quoted) where
     the instant channels go; ``digest`` is the resolved SLUICE_DIGEST.
@@ -61,7 +68,7 @@ def admit(event, queue, message, plan, digest, notification_id, client=None):
             event.entity_id,
             notification_id,
         ],
-        client=client,
+        client=client or class_redis(kind.klass),
     )
     outcome, flush, channels, reason, grain = reply.decode().split("|")
     return Admission(int(outcome), flush == "1", tuple(filter(None, channels.split(","))), reason, grain)
@@ -125,23 +132,26 @@ class Fold:
         return f"digest-{flush_id}-{hashlib.sha1(self.member.encode()).hexdigest()[:16]}"
 
 
-def claim(flush_id, limit, lease_s):
+def claim(flush_id, limit, lease_s, client=None):
     """Claim up to ``limit`` folds that are due (soonest first) for ``flush_id``; return their members."""
-    claimed = script("claim")(
+    client = client or default_store()
+    claimed = script("claim", on=client)(
         keys=[keys.pending(), keys.claims(), keys.claim_set(flush_id)],
         args=[keys.DIGEST_PREFIX, flush_id, time.time() + lease_s, limit],
     )
     return [m.decode() for m in claimed]
 
 
-def claimed_members(flush_id):
+def claimed_members(flush_id, client=None):
     """Members a flush still holds (for taking over a dead flusher's claim)."""
-    return sorted(m.decode() for m in get_redis().smembers(keys.claim_set(flush_id)))
+    client = client or default_store()
+    return sorted(m.decode() for m in client.smembers(keys.claim_set(flush_id)))
 
 
-def read_claimed(flush_id, claimed):
+def read_claimed(flush_id, claimed, client=None):
     """The Folds a flush holds, read in one round trip; members already published are left out."""
-    pipe = get_redis().pipeline(transaction=False)
+    client = client or default_store()
+    pipe = client.pipeline(transaction=False)
     for member in claimed:
         pipe.hgetall(keys.claimed(flush_id, member))
     folds = []
@@ -170,9 +180,11 @@ def read_claimed(flush_id, claimed):
     return folds
 
 
-def publish_claimed(flush_id, fold, queue, message, counter_field):
-    """Push ``fold``'s digest message and release its claim atomically; 1 sent, 0 queue full, -1 done already."""
-    return script("publish_claimed")(
+def publish_claimed(flush_id, fold, queue, message, counter_field, client=None):
+    """Push ``fold``'s digest message and release its claim atomically; 1 sent, 0 queue full, -1 done already.
+    ``client`` holds both the fold and ``queue``: a class's folds are on its own Redis."""
+    client = client or default_store()
+    return script("publish_claimed", on=client)(
         keys=[
             keys.claimed(flush_id, fold.member),
             keys.claim_set(flush_id),
@@ -184,9 +196,10 @@ def publish_claimed(flush_id, fold, queue, message, counter_field):
     )
 
 
-def unclaim(flush_id, member):
+def unclaim(flush_id, member, client=None):
     """Give a claimed fold back to pending, merged with any fold of the same key that arrived since."""
-    return script("unclaim")(
+    client = client or default_store()
+    return script("unclaim", on=client)(
         keys=[
             keys.claimed(flush_id, member),
             keys.fold(member),
@@ -198,31 +211,33 @@ def unclaim(flush_id, member):
     )
 
 
-def release(flush_id):
+def release(flush_id, client=None):
     """Forget a flush whose claim set is empty."""
-    client = get_redis()
+    client = client or default_store()
     if client.scard(keys.claim_set(flush_id)) == 0:
         client.zrem(keys.claims(), flush_id)
 
 
-def expired_claims(now=None):
+def expired_claims(client=None, now=None):
     """Flush ids whose lease ran out: their flusher died or stalled, and another may finish them."""
-    raw = get_redis().zrangebyscore(keys.claims(), "-inf", now or time.time())
+    client = client or default_store()
+    raw = client.zrangebyscore(keys.claims(), "-inf", now or time.time())
     return [f.decode() for f in raw]
 
 
-def renew(flush_id, lease_s):
+def renew(flush_id, lease_s, client=None):
     """Extend a claim's lease (taking it over, when it had expired)."""
-    get_redis().zadd(keys.claims(), {flush_id: time.time() + lease_s}, xx=True)
+    client = client or default_store()
+    client.zadd(keys.claims(), {flush_id: time.time() + lease_s}, xx=True)
 
 
 HELD_SAMPLE = 1000
 
 
-def state(now=None):
-    """What the admin shows: pending keys (due now, and held for later by reason, from the next 1,000 held),
-    the next due time, the store's size, the last flush's time and size."""
-    client = get_redis()
+def state(now=None, client=None):
+    """What the admin shows for one fold store (by default routine's): pending keys (due now, and held for later
+    by reason, from the next 1,000 held), the next due time, the store's size, the last flush's time and size."""
+    client = client or default_store()
     now = time.time() if now is None else now
     pipe = client.pipeline(transaction=False)
     pipe.zcard(keys.pending())
@@ -251,4 +266,32 @@ def state(now=None):
         "last_flush_at": float(stats[b"last_flush_at"]) if b"last_flush_at" in stats else None,
         "last_flush_size": int(stats[b"last_flush_size"]) if b"last_flush_size" in stats else None,
         "claims_in_flight": claims,
+    }
+
+
+def every_state(now=None):
+    """state() over every fold store (each Redis routine or background folds on), added up: counts summed, the
+    fullest store's size (each has the whole bound), the soonest next due, the store flushed longest ago."""
+    from pipeline.store import fold_store_classes, get_redis
+
+    states = [state(now, get_redis(url)) for url in fold_store_classes()]
+    if len(states) == 1:
+        return states[0]
+    reasons = {}
+    for each in states:
+        for name, count in each["held_by_reason"].items():
+            reasons[name] = reasons.get(name, 0) + count
+    due = [s["next_due_at"] for s in states if s["next_due_at"] is not None]
+    flushed = [s["last_flush_at"] for s in states]
+    sizes = [s["last_flush_size"] for s in states if s["last_flush_size"] is not None]
+    return {
+        **{
+            name: sum(s[name] for s in states) for name in ("pending_keys", "due_keys", "held_keys", "claims_in_flight")
+        },
+        "held_by_reason": dict(sorted(reasons.items())),
+        "next_due_at": min(due) if due else None,
+        "store_keys": max(s["store_keys"] for s in states),
+        "store_bytes": max(s["store_bytes"] for s in states),
+        "last_flush_at": None if None in flushed else min(flushed),
+        "last_flush_size": sum(sizes) if sizes else None,
     }

@@ -72,14 +72,15 @@ def publish_event(event):
         return admit(event, queue)
     except OutOfMemoryError as exc:
         # Redis at its maxmemory under noeviction: full, not broken; the caller retries later (ingest: 503).
-        raise Unavailable(f"Redis at {_where()} is out of memory; retry later") from exc
+        raise Unavailable(f"Redis at {_where(event.kind.klass)} is out of memory; retry later") from exc
     except (RedisConnectionError, RedisTimeoutError, OperationalError, ReadOnlyError) as exc:
         # ReadOnlyError: a replica, or a primary that lost its replicas' quorum (min-replicas-to-write).
-        raise Unavailable(f"Redis at {_where()} is unavailable ({type(exc).__name__}: {exc}); retry later") from exc
+        where = _where(event.kind.klass)
+        raise Unavailable(f"Redis at {where} is unavailable ({type(exc).__name__}: {exc}); retry later") from exc
 
 
-def _where():
-    return sluice_settings().redis_url.rsplit("@", 1)[-1]  # never the password
+def _where(klass):
+    return sluice_settings().queues[klass].redis_url.rsplit("@", 1)[-1]  # never the password
 
 
 OUTCOMES = {

@@ -107,11 +107,11 @@ def digest_state():
     """The digest's state for the admin, with times as datetimes; None when Redis cannot be reached."""
     from redis.exceptions import RedisError
 
-    from digest.store import state
+    from digest.store import every_state
     from pipeline.depth import snapshot
 
     try:
-        raw = state()
+        raw = every_state()
         queues = snapshot()
     except RedisError:
         return None

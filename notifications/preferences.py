@@ -17,7 +17,7 @@ from django.dispatch import receiver
 
 from pipeline import keys
 from pipeline.conf import sluice_settings
-from pipeline.store import get_redis
+from pipeline.store import classes_by_redis, get_redis
 
 from .models import NotificationSettings, Preference
 from .schedule import DAY, daily_ticks, hourly_ticks, quiet_intervals
@@ -94,7 +94,8 @@ def mirror_fields(rows, settings_row, now):
 
 
 def write_mirror(user_ids, client=None, now=None):
-    """Write these users' hashes from the database (and drop the hash of a user with no choices left)."""
+    """Write these users' hashes from the database (and drop the hash of a user with no choices left), on
+    ``client``'s Redis or on every class's Redis: admission reads them where it runs, on the class's Redis."""
     now = time.time() if now is None else now
     user_ids = list(user_ids)
     rows, found = {}, {}
@@ -102,15 +103,16 @@ def write_mirror(user_ids, client=None, now=None):
         rows.setdefault(row["user_id"], {})[(row["kind"], row["category"], row["channel"])] = row["mode"]
     for settings_row in NotificationSettings.objects.filter(user_id__in=user_ids):
         found[settings_row.user_id] = settings_row
-    pipe = (client or get_redis()).pipeline(transaction=True)
-    for user_id in user_ids:
-        key = keys.preferences(user_id)
-        fields = mirror_fields(rows.get(user_id, {}), found.get(user_id), now)
-        pipe.delete(key)
-        if fields:
-            pipe.hset(key, mapping=fields)
-            pipe.expire(key, HORIZON_S + DAY)  # a user deleted outside Django's signals leaves nothing for long
-    pipe.execute()
+    fields = {user_id: mirror_fields(rows.get(user_id, {}), found.get(user_id), now) for user_id in user_ids}
+    for target, _classes in classes_by_redis(client):
+        pipe = target.pipeline(transaction=True)
+        for user_id in user_ids:
+            key = keys.preferences(user_id)
+            pipe.delete(key)
+            if fields[user_id]:
+                pipe.hset(key, mapping=fields[user_id])
+                pipe.expire(key, HORIZON_S + DAY)  # a user deleted outside Django's signals leaves nothing for long
+        pipe.execute()
 
 
 def rebuild_mirror(**kwargs):
@@ -125,7 +127,7 @@ def rebuild_mirror(**kwargs):
     }
     ordered = sorted(user_ids, key=str)
     for start in range(0, len(ordered), BATCH):
-        write_mirror(ordered[start : start + BATCH], client)
+        write_mirror(ordered[start : start + BATCH])
     return len(ordered)
 
 

@@ -20,7 +20,7 @@ from pipeline.message import CHANNELS_HEADER
 from pipeline.queues import send_task_name
 from pipeline.republish import republish
 from pipeline.signals import PUBLISHED_AT
-from pipeline.store import script
+from pipeline.store import class_redis, script
 
 from . import delivery, expiry, providers  # noqa: F401 - delivery registers its prune task with the app
 from .channels import get_channel
@@ -114,7 +114,7 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
             logger.warning("send %s on %s failed, will retry: %s", notification_id, channel, _why(exc))
             failed.append((channel, exc))
     if not counted:
-        metrics.count(processed)
+        metrics.count(processed, klass=kind_obj.klass)
     if expired:
         keep(task, "expired", f"not sent by its expiry ({kind_obj.expires_after_s} s after the event)", expired)
     if failed:
@@ -132,11 +132,11 @@ def send_once(message, published_at=None, count=None):
     """
     key = keys.sent(message.id, message.channel)
     mark = marks.field(message.id, message.channel)
-    previous, left_ms = script("claim_send")(
+    previous, left_ms = script("claim_send", on=class_redis(message.klass))(
         keys=[key, *marks.candidates(mark, since=published_at)], args=[claim_ttl(), mark]
     )
     if previous == b"sent":
-        metrics.count(metrics.sent_field(message.channel, message.klass, "duplicate"))
+        metrics.count(metrics.sent_field(message.channel, message.klass, "duplicate"), klass=message.klass)
         return False
     if previous == b"sending":
         expires_in_s = max(1, math.ceil(left_ms / 1000)) if left_ms > 0 else claim_ttl()

@@ -9,14 +9,14 @@ from functools import lru_cache
 from . import keys
 from .errors import QueueCeilingReached
 from .metrics import notifications_field
-from .store import script
+from .store import class_redis, script
 
 PUSHED, FULL, CEILING = 1, 0, -1
 
 
 def push(queue, message, klass):
     """Push ``message`` if ``queue`` has room: return PUSHED or FULL. Raise at the ceiling."""
-    status = script("admit")(
+    status = script("admit", on=class_redis(klass))(
         keys=_admit_keys(queue.name),
         args=[queue.capacity, queue.ceiling, message, notifications_field(klass, "accepted")],
     )
@@ -33,7 +33,7 @@ def _admit_keys(queue_name):
 def count_rejection(klass, burst_window_s):
     """Count a refused event; return True when it opens a burst of refusals (so the caller logs it once)."""
     return bool(
-        script("reject")(
+        script("reject", on=class_redis(klass))(
             keys=[keys.counters(), keys.rejected_burst(klass)],
             args=[notifications_field(klass, "rejected"), burst_window_s],
         )

@@ -21,7 +21,7 @@ from redis.exceptions import RedisError
 from . import keys
 from .conf import sluice_settings
 from .metrics import PROVIDER_STATES, provider_call_field, provider_transition_prefix
-from .store import get_redis, script
+from .store import script, shared_redis
 
 logger = logging.getLogger("sluice.breaker")
 
@@ -56,7 +56,7 @@ def allow(channel, provider, breaker, now=None):
     if breaker is None:
         return ALWAYS
     lease = uuid.uuid4().hex
-    allowed, state, wait_ms = script("breaker_allow")(
+    allowed, state, wait_ms = script("breaker_allow", on=shared_redis())(
         keys=[keys.breaker(channel, provider), keys.breaker_probes(channel, provider), keys.counters()],
         args=[
             _now_ms(now),
@@ -82,10 +82,10 @@ def record(channel, provider, breaker, outcome, seconds, permit=ALWAYS, now=None
     cannot be recorded must never fail a send that went out."""
     try:
         if breaker is None:
-            get_redis().hincrby(keys.counters(), provider_call_field(channel, provider, outcome), 1)
+            shared_redis().hincrby(keys.counters(), provider_call_field(channel, provider, outcome), 1)
             return "closed"
         window_ms = breaker.window_s * 1000
-        state = script("breaker_record")(
+        state = script("breaker_record", on=shared_redis())(
             keys=[keys.breaker(channel, provider), keys.breaker_probes(channel, provider), keys.counters()],
             args=[
                 _now_ms(now),
@@ -116,7 +116,7 @@ def force(channel, provider, forcing):
     """Force the breaker "open" or "closed", or None to hand it back to its rules (restarting closed)."""
     if forcing is not None and forcing not in FORCINGS:
         raise ValueError(f"a breaker is forced 'open' or 'closed', not {forcing!r}")
-    return script("breaker_force")(
+    return script("breaker_force", on=shared_redis())(
         keys=[keys.breaker(channel, provider), keys.breaker_probes(channel, provider), keys.counters()],
         args=[forcing or "", provider_transition_prefix(channel, provider)],
     ).decode()
@@ -146,7 +146,7 @@ class ProviderState:
 
 def states(client=None, now=None):
     """Every configured provider's breaker, in channel order and then in order of preference."""
-    client = client or get_redis()
+    client = client or shared_redis()
     now_ms = _now_ms(now)
     listed = [
         (channel.name, position, provider)

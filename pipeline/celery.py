@@ -1,10 +1,12 @@
-"""Sluice's own Celery app: its broker is Sluice's Redis, its configuration is Sluice's, and it changes
-nothing of the host project's Celery app.
+"""Sluice's own Celery app: its brokers are Sluice's Redis servers, its configuration is Sluice's, and it
+changes nothing of the host project's Celery app.
 
 Run it with the host's settings: ``DJANGO_SETTINGS_MODULE=mysite.settings celery -A pipeline worker ...``
 (or ``manage.py worker critical``). Its configuration comes from Sluice's defaults below, overridden by the
-``SLUICE_CELERY`` dict of Celery settings; the broker is always ``SLUICE_REDIS_URL``, the Redis that
-notify() publishes to, so a worker can never listen to another broker than the one events go to.
+``SLUICE_CELERY`` dict of Celery settings. Each class's queue lives on its class's Redis
+(``SLUICE_QUEUES[class]["redis_url"]``): a worker's broker is the Redis of the queues it serves, chosen when it
+starts, so it can never listen to another broker than the one its events go to; every publish goes to the Redis
+of its queue, whatever the process's own broker is; beat and the web tier's default broker is critical's.
 """
 
 import os
@@ -15,7 +17,7 @@ from functools import cached_property
 import kombu
 from celery import Celery
 from celery.app.amqp import AMQP as CeleryAMQP
-from celery.signals import worker_init
+from celery.signals import celeryd_init
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from kombu.utils.url import maybe_sanitize_url
@@ -82,7 +84,8 @@ class SluiceCeleryConfig(Mapping):
             **overrides,
             **FORCED,
             "broker_transport_options": options,
-            "broker_url": sluice_settings().redis_url,
+            # The default broker (beat, the web tier): critical's Redis, whose queue runs the control tasks.
+            "broker_url": sluice_settings().queues["critical"].redis_url,
         }
 
     def __getitem__(self, key):
@@ -114,7 +117,44 @@ class Connection(kombu.Connection):
 
 
 class AMQP(CeleryAMQP):
+    """Celery's AMQP helper whose every task message goes to the Redis of its queue's class."""
+
     Connection = Connection
+
+    def _create_task_sender(self):
+        send = super()._create_task_sender()
+
+        def send_task_message(producer, name, message, queue=None, routing_key=None, **kwargs):
+            url = broker_for(queue, routing_key)
+            if url is None or producer is None or _same_broker(url, producer.connection):
+                return send(producer, name, message, queue=queue, routing_key=routing_key, **kwargs)
+            # The queue lives on another Redis than this process's broker (a flush asked for by a process whose
+            # broker is routine's, say): publish it there, where its workers listen.
+            with self.app.connection_for_write(url) as connection:
+                with kombu.pools.producers[connection].acquire(block=True) as other:
+                    return send(other, name, message, queue=queue, routing_key=routing_key, **kwargs)
+
+        return send_task_message
+
+
+def broker_for(queue, routing_key=None):
+    """The Redis URL of the class whose queue ``queue`` (a Queue or a name) or ``routing_key`` names, or None."""
+    from .conf import CLASSES, sluice_settings
+
+    name = getattr(queue, "name", queue) or routing_key
+    queues = sluice_settings().queues
+    return next((queues[k].redis_url for k in CLASSES if queues[k].name == name), None)
+
+
+def _same_broker(url, connection):
+    from .conf import redis_identity as identity
+
+    info = connection.info()
+    if info.get("transport_options", {}).get("sentinels"):
+        return False
+    db = str(info.get("virtual_host") or "").strip("/") or "0"
+    theirs = (info.get("hostname") or "localhost", int(info.get("port") or 6379), int(db) if db.isdigit() else 0)
+    return identity(url) == theirs
 
 
 # Not the current app: the host's @shared_task tasks keep binding to the host's own app.
@@ -130,19 +170,43 @@ def _declare_queues(sender, **kwargs):
     sender.conf.update(celery_queue_settings())
 
 
-@worker_init.connect
-def _refuse_another_broker(sender=None, **kwargs):
-    """A Sluice worker listens where notify() publishes, or does not start."""
-    if getattr(sender, "app", None) is not app:
+@celeryd_init.connect
+def _broker_of_its_queues(sender=None, instance=None, conf=None, options=None, **kwargs):
+    """A Sluice worker listens on the Redis its queues' events go to, or does not start: one Redis per worker."""
+    if getattr(instance, "app", None) is not app:
         return
-    from .conf import sluice_settings
+    from .conf import CLASSES, redis_identity, sluice_settings
 
-    expected, actual = sluice_settings().redis_url, app.conf.broker_url
-    if actual != expected:
-        raise ImproperlyConfigured(
-            f"this worker's broker is {maybe_sanitize_url(actual)}, but notify() publishes to "
-            f"SLUICE_REDIS_URL ({maybe_sanitize_url(expected)}): drop the --broker option"
+    queues = sluice_settings().queues
+    asked = (options or {}).get("queues") or [queues[k].name for k in CLASSES]
+    if isinstance(asked, str):
+        asked = asked.split(",")
+    serving = [k for k in CLASSES if queues[k].name in {name.strip() for name in asked}]
+    urls = list({redis_identity(queues[k].redis_url): queues[k].redis_url for k in serving}.values())
+    if len(urls) > 1:
+        where = ", ".join(f"{k} on {maybe_sanitize_url(queues[k].redis_url)}" for k in serving)
+        _refuse(
+            f"this worker serves queues on different Redis servers ({where}): a worker has one broker, so run one "
+            "worker per Redis (manage.py worker <class>), as SLUICE_QUEUES[class]['redis_url'] places them"
         )
+    if not urls:
+        return
+    expected = urls[0]
+    app.conf.broker_url = expected
+    # Dropped, not closed: nothing has connected yet, and kombu hands pools back by URL.
+    app._pool = None
+    app.amqp._producer_pool = None
+    actual = app.conf.broker_url
+    if actual != expected:
+        _refuse(
+            f"this worker's broker is {maybe_sanitize_url(actual)}, but its queues' events are published to "
+            f"{maybe_sanitize_url(expected)} (SLUICE_QUEUES[class]['redis_url']): drop the --broker option"
+        )
+
+
+def _refuse(problem):
+    """Stop the worker starting: Celery logs and swallows a signal receiver's exceptions, but not SystemExit."""
+    raise SystemExit(f"{ImproperlyConfigured.__name__}: {problem}")
 
 
 def _refuse_flower_without_auth(argv):

@@ -36,6 +36,9 @@ class QueueConfig:
     overflow: int
     # The most one channel's send may take in one attempt, failover included: no provider timeout exceeds it.
     send_budget_s: int = 30
+    # The Redis of this class: its queue (the broker of its pool), admission, folds, overflow, throttles, send
+    # claims, dead letters and counters (SLUICE_QUEUES[class]["redis_url"], by default SLUICE_REDIS_URL).
+    redis_url: str = ""
 
 
 MODES = ("instant", "digest", "off")
@@ -137,7 +140,7 @@ def _mapping(value, setting):
     return value
 
 
-def _queues(raw):
+def _queues(raw, default_url):
     raw = _mapping(raw, "SLUICE_QUEUES")
     unknown = set(raw) - set(CLASSES)
     if unknown:
@@ -157,14 +160,21 @@ def _queues(raw):
             raise ImproperlyConfigured(
                 f"{name}['send_budget_s'] must be at most {MAX_SEND_BUDGET_S} (the send claim's lifetime), got {budget}"
             )
-        extra = set(conf) - {"capacity", "wait_ms", "ceiling", "overflow", "queue", "send_budget_s"}
+        extra = set(conf) - {"capacity", "wait_ms", "ceiling", "overflow", "queue", "send_budget_s", "redis_url"}
         if extra:
             raise ImproperlyConfigured(f"{name} has unknown keys {sorted(extra)}")
         queue = conf.get("queue", klass)
         if not isinstance(queue, str) or not queue or queue == "celery":
             raise ImproperlyConfigured(f"{name}['queue'] must be a non-empty name other than 'celery'")
+        url = conf.get("redis_url", default_url)
         queues[klass] = QueueConfig(
-            name=queue, capacity=capacity, wait_ms=wait_ms, ceiling=ceiling, overflow=overflow, send_budget_s=budget
+            name=queue,
+            capacity=capacity,
+            wait_ms=wait_ms,
+            ceiling=ceiling,
+            overflow=overflow,
+            send_budget_s=budget,
+            redis_url=_redis_url(url, f"{name}['redis_url']"),
         )
     if len({q.name for q in queues.values()}) != len(CLASSES):
         raise ImproperlyConfigured("SLUICE_QUEUES must give each class its own queue")
@@ -340,6 +350,12 @@ FOLD_BYTES_PER_KEY = 1024
 
 def _digest(raw, queues):
     conf = {**DEFAULT_DIGEST, **_mapping(raw, "SLUICE_DIGEST")}
+    if "redis_url" in conf:
+        # Folds stay on the Redis of the class they belong to, so admission decides in one round trip.
+        raise ImproperlyConfigured(
+            "SLUICE_DIGEST['redis_url'] is not offered: each folding class keeps its folds on its own Redis, "
+            "SLUICE_QUEUES[class]['redis_url'] (see docs/scaling.md)"
+        )
     extra = set(conf) - {"flush_interval_s", "max_keys", "max_fold_keys", "max_fold_bytes"}
     if extra:
         raise ImproperlyConfigured(f"SLUICE_DIGEST has unknown keys {sorted(extra)}")
@@ -361,9 +377,11 @@ def _digest(raw, queues):
 def sluice_settings():
     """Return the validated settings; raise ImproperlyConfigured naming the bad setting."""
     channels = _channels(getattr(settings, "SLUICE_CHANNELS", {}))
-    queues = _queues(getattr(settings, "SLUICE_QUEUES", {}))
+    raw_queues = getattr(settings, "SLUICE_QUEUES", {})
+    default_url = _default_redis_url(raw_queues)
+    queues = _queues(raw_queues, default_url)
     return SluiceSettings(
-        redis_url=redis_url(),
+        redis_url=default_url,
         queues=queues,
         kinds=_kinds(getattr(settings, "SLUICE_KINDS", {}), channels),
         channels=channels,
@@ -533,9 +551,46 @@ def redis_url():
             "SLUICE_REDIS_URL is not set: set it to the Redis that holds Sluice's queues, for example "
             "SLUICE_REDIS_URL = 'redis://127.0.0.1:6379/0' (see docs/integrate.md)"
         )
+    return _redis_url(url, "SLUICE_REDIS_URL")
+
+
+def _default_redis_url(raw_queues):
+    """SLUICE_REDIS_URL; when every class names its own Redis it may be left out, and routine's stands in."""
+    if getattr(settings, "SLUICE_REDIS_URL", None) is None and isinstance(raw_queues, dict):
+        urls = [conf.get("redis_url") if isinstance(conf, dict) else None for conf in map(raw_queues.get, CLASSES)]
+        if all(urls):
+            return _redis_url(urls[1], "SLUICE_QUEUES['routine']['redis_url']")
+    return redis_url()
+
+
+def _redis_url(url, setting):
     if not isinstance(url, str) or not url.startswith(REDIS_SCHEMES):
-        raise ImproperlyConfigured(f"SLUICE_REDIS_URL must be a redis://, rediss:// or unix:// URL, got {url!r}")
+        raise ImproperlyConfigured(f"{setting} must be a redis://, rediss:// or unix:// URL, got {url!r}")
+    from redis.connection import parse_url
+
+    try:
+        parse_url(url)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{setting} is not a valid Redis URL ({exc}): {_safe(url)}") from exc
     return url
+
+
+@lru_cache(maxsize=64)
+def redis_identity(url):
+    """Which Redis database a URL names: (host or unix path, port, db). Two URLs that differ only in spelling,
+    credentials or options name the same Redis: "same Redis" always means this, never the same string."""
+    from redis.connection import parse_url
+
+    parsed = parse_url(url)
+    if parsed.get("path"):
+        return (parsed["path"], None, int(parsed.get("db") or 0))
+    return (parsed.get("host") or "localhost", int(parsed.get("port") or 6379), int(parsed.get("db") or 0))
+
+
+def _safe(url):
+    """A URL without its password, for an error message."""
+    head, sep, rest = url.partition("://")
+    return f"{head}{sep}{rest.rsplit('@', 1)[-1]}"
 
 
 def _flag(value, setting):

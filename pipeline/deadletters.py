@@ -12,11 +12,11 @@ import uuid
 from dataclasses import asdict, dataclass
 
 from . import keys, marks
-from .conf import sluice_settings
+from .conf import CLASSES, sluice_settings
 from .message import send_message
 from .metrics import DEAD_LETTER_REASONS as REASONS
 from .metrics import DEAD_LETTERS_DROPPED, DEAD_LETTERS_REPLAYED, dead_letter_field
-from .store import get_redis, script
+from .store import class_redis, classes_by_redis, script
 
 __all__ = ["REASONS", "DeadLetter", "add", "discard", "entries", "replay", "size"]
 
@@ -72,7 +72,7 @@ def add(task, klass, kwargs, reason, error, attempts, channels=None):
         channels=sorted(channels) if channels else None,
         kwargs=kwargs,
     )
-    script("dead_letter")(
+    script("dead_letter", on=_home(klass))(
         keys=[keys.dead_letters(), keys.dead_letter_entries(), keys.counters()],
         args=[
             entry_id,
@@ -87,13 +87,25 @@ def add(task, klass, kwargs, reason, error, attempts, channels=None):
 
 
 def size(client=None):
-    """How many dead letters are kept."""
-    return (client or get_redis()).zcard(keys.dead_letters())
+    """How many dead letters are kept (on every class's Redis, or on ``client``'s)."""
+    return sum(each.zcard(keys.dead_letters()) for each, _classes in classes_by_redis(client))
+
+
+def _home(klass):
+    """The Redis a class's dead letters are kept on: its class's (an unknown class: background's)."""
+    return class_redis(klass if klass in CLASSES else "background")
 
 
 def entries(reason=None, kind=None, klass=None, older_than_s=None, ids=None, limit=None, client=None):
-    """The dead letters that match every filter given, newest first."""
-    client = client or get_redis()
+    """The dead letters that match every filter given, newest first, from every class's Redis (or ``client``)."""
+    found = []
+    for each, _classes in classes_by_redis(client):
+        found += _entries_on(each, reason, kind, klass, older_than_s, ids, limit)
+    found.sort(key=lambda letter: letter.at, reverse=True)
+    return found[:limit] if limit is not None else found
+
+
+def _entries_on(client, reason, kind, klass, older_than_s, ids, limit):
     before = time.time() - older_than_s if older_than_s is not None else "+inf"
     found = []
     start = 0
@@ -147,7 +159,7 @@ def replay(letter):
         buckets = marks.candidates(mark)
         sent += [keys.sent(letter.notification_id, channel), *buckets]
         fields += ["", *[mark] * len(buckets)]
-    return script("replay_dead_letter")(
+    return script("replay_dead_letter", on=_home(letter.klass))(
         keys=[
             keys.dead_letters(),
             keys.dead_letter_entries(),
@@ -161,11 +173,13 @@ def replay(letter):
 
 def discard(letters):
     """Forget these dead letters for good; return how many were still kept."""
-    ids = [letter.id for letter in letters]
-    if not ids:
-        return 0
-    pipe = get_redis().pipeline(transaction=True)
-    pipe.zrem(keys.dead_letters(), *ids)
-    pipe.hdel(keys.dead_letter_entries(), *ids)
-    removed, _ = pipe.execute()
+    removed = 0
+    homes = {}
+    for letter in letters:
+        homes.setdefault(letter.klass if letter.klass in CLASSES else "background", []).append(letter.id)
+    for klass, ids in homes.items():
+        pipe = _home(klass).pipeline(transaction=True)
+        pipe.zrem(keys.dead_letters(), *ids)
+        pipe.hdel(keys.dead_letter_entries(), *ids)
+        removed += pipe.execute()[0]
     return removed

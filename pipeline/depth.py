@@ -2,7 +2,7 @@
 
 from . import keys
 from .conf import CLASSES, sluice_settings
-from .store import get_redis
+from .store import class_redis, classes_by_redis
 
 
 def snapshot(client=None):
@@ -11,27 +11,50 @@ def snapshot(client=None):
     Depth counts every admitted message that no worker has started: the list and its priority
     sub-lists (workers run with prefetch disabled, so none hides in a worker's buffer).
     """
-    client = client or get_redis()
     queues = sluice_settings().queues
-    pipe = client.pipeline(transaction=False)
-    for klass in CLASSES:
-        for name in keys.priority_lists(queues[klass].name):
-            pipe.llen(name)
-    lengths = iter(pipe.execute())
+    depths = {}
+    # One round trip per Redis: each class's queue lives on its class's Redis (``client``: all on that one).
+    for redis_client, classes in classes_by_redis(client):
+        pipe = redis_client.pipeline(transaction=False)
+        for klass in classes:
+            for name in keys.priority_lists(queues[klass].name):
+                pipe.llen(name)
+        lengths = iter(pipe.execute())
+        for klass in classes:
+            depths[klass] = sum(next(lengths) for _ in keys.priority_lists(queues[klass].name))
     result = {}
     for klass in CLASSES:
         queue = queues[klass]
-        depth = sum(next(lengths) for _ in keys.priority_lists(queue.name))
-        result[klass] = {"queue": queue.name, "capacity": queue.capacity, "ceiling": queue.ceiling, "depth": depth}
+        result[klass] = {
+            "queue": queue.name,
+            "capacity": queue.capacity,
+            "ceiling": queue.ceiling,
+            "depth": depths[klass],
+        }
     return result
 
 
 def depth(klass, client=None):
-    """The current depth of one class's queue."""
-    return snapshot(client)[klass]["depth"]
+    """The current depth of one class's queue, read on its class's Redis (or ``client``) and nowhere else."""
+    client = client or class_redis(klass)
+    pipe = client.pipeline(transaction=False)
+    for name in keys.priority_lists(sluice_settings().queues[klass].name):
+        pipe.llen(name)
+    return sum(pipe.execute())
 
 
 def drain_rate(queue_name, client=None):
     """Messages per second the queue drained over the exporter's window, or None before it measured any."""
-    raw = (client or get_redis()).get(keys.drain_rate(queue_name))
+    raw = (client or queue_redis(queue_name)).get(keys.drain_rate(queue_name))
     return float(raw) if raw else None
+
+
+def class_of_queue(queue_name):
+    """The class whose queue is called ``queue_name``, or None."""
+    queues = sluice_settings().queues
+    return next((k for k in CLASSES if queues[k].name == queue_name), None)
+
+
+def queue_redis(queue_name):
+    """The Redis a queue lives on: its class's (an unknown name: background's, where unrouted work goes)."""
+    return class_redis(class_of_queue(queue_name) or "background")

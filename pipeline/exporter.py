@@ -12,9 +12,9 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from redis.exceptions import RedisError
 
-from . import keys, provider_metrics
+from . import deadletters, keys, provider_metrics
 from .conf import CLASSES, sluice_settings
-from .depth import snapshot
+from .depth import depth, queue_redis, snapshot
 from .latency import oldest_ages
 from .metrics import (
     BUCKETS,
@@ -33,7 +33,7 @@ from .metrics import (
     last_flush_field,
     read_counters,
 )
-from .store import get_redis
+from .store import fold_store_classes, get_redis, shared_redis
 from .window import class_of, sample, window
 
 logger = logging.getLogger("sluice.exporter")
@@ -51,11 +51,14 @@ class SluiceCollector:
         self.floor_window_s = floor_window_s or window_s
 
     def collect(self):
-        client = get_redis()
+        # Every Redis Sluice uses: each queue's on its class's Redis, the counters summed over all of them.
         now = time.time()
-        queues = snapshot(client)
-        ages = oldest_ages(client, [q["queue"] for q in queues.values()], now)
-        counters = read_counters(client)
+        queues = snapshot()
+        ages = {
+            q["queue"]: oldest_ages(queue_redis(q["queue"]), [q["queue"]], now)[q["queue"]] for q in queues.values()
+        }
+        counters = read_counters()
+        stores = [get_redis(url) for url in fold_store_classes()]
         depth = GaugeMetricFamily(
             "sluice_queue_depth", "Messages admitted that no worker has started", labels=["queue"]
         )
@@ -80,8 +83,8 @@ class SluiceCollector:
         )
         for queue in queues.values():
             name = queue["queue"]
-            stats = window(name, self.window_s, now, client)
-            floor = stats if self.floor_window_s == self.window_s else window(name, self.floor_window_s, now, client)
+            stats = window(name, self.window_s, now)
+            floor = stats if self.floor_window_s == self.window_s else window(name, self.floor_window_s, now)
             depth.add_metric([name], queue["depth"])
             capacity.add_metric([name], queue["capacity"])
             latency.add_metric([name], ages[name])
@@ -92,19 +95,19 @@ class SluiceCollector:
         yield from (depth, capacity, latency, windowed, drain, busy)
         yield from self._counters(counters)
         pending = GaugeMetricFamily("sluice_digest_pending_keys", "Fold keys waiting for a flush")
-        pending.add_metric([], client.zcard(keys.pending()))
+        pending.add_metric([], sum(store.zcard(keys.pending()) for store in stores))
         yield pending
         held = GaugeMetricFamily(
             "sluice_digest_held_keys", "Fold keys held for later (quiet hours, a cadence): not due before a flush"
         )
-        held.add_metric([], client.zcount(keys.pending(), f"({now}", "+inf"))
+        held.add_metric([], sum(store.zcount(keys.pending(), f"({now}", "+inf") for store in stores))
         yield held
-        yield from _store_size(client)
-        yield from _flush_gauges(client)
+        yield from _store_size(stores)
+        yield from _flush_gauges(stores)
         kept = GaugeMetricFamily("sluice_dead_letters", "Dead letters kept (bounded by SLUICE_DEAD_LETTERS_MAX)")
-        kept.add_metric([], client.zcard(keys.dead_letters()))
+        kept.add_metric([], deadletters.size())
         yield kept
-        yield from provider_metrics.collect(client, counters)
+        yield from provider_metrics.collect(shared_redis(), counters)
 
     def _counters(self, counters):
         notifications = CounterMetricFamily(
@@ -146,8 +149,11 @@ class SluiceCollector:
         yield from _fold_counters(counters)
 
 
-def _store_size(client):
-    stored_keys, stored_bytes = client.hmget(keys.fold_store_size(), "k", "b")
+def _store_size(stores):
+    # Each folding Redis keeps its own store, each with the whole bound: the fullest is the one that refuses first.
+    sizes = [store.hmget(keys.fold_store_size(), "k", "b") for store in stores]
+    stored_keys = max(int(k or 0) for k, _b in sizes)
+    stored_bytes = max(int(b or 0) for _k, b in sizes)
     bounds = sluice_settings().digest
     for unit, value, bound in (
         ("keys", stored_keys, bounds["max_fold_keys"]),
@@ -180,15 +186,16 @@ def _fold_counters(counters):
     yield grains
 
 
-def _flush_gauges(client):
-    stats = client.hgetall(keys.digest_stats())
+def _flush_gauges(stores):
+    every = [store.hgetall(keys.digest_stats()) for store in stores]
     last = GaugeMetricFamily(
         DIGEST_LAST_FLUSH, "When a digest flush last ran, by what started it (Unix time)", labels=["trigger"]
     )
     for trigger in FLUSH_TRIGGERS:
-        at = stats.get(last_flush_field(trigger).encode())
-        if at is not None:
-            last.add_metric([trigger], float(at))
+        found = [stats.get(last_flush_field(trigger).encode()) for stats in every]
+        if all(at is not None for at in found):
+            # The store flushed longest ago: a flush stalled on any one Redis is a flush stalled.
+            last.add_metric([trigger], min(float(at) for at in found))
     yield last
     interval = GaugeMetricFamily(DIGEST_FLUSH_INTERVAL, "The interval beat runs the digest flush at")
     interval.add_metric([], sluice_settings().digest["flush_interval_s"])
@@ -221,7 +228,7 @@ def scaler_payload(queue, window_s, floor_window_s=None):
     klass = class_of(queue)
     if klass is None:
         return None
-    client = get_redis()
+    client = queue_redis(queue)
     now = time.time()
     floor_window_s = floor_window_s or window_s
     stats = window(queue, window_s, now, client)
@@ -234,7 +241,7 @@ def scaler_payload(queue, window_s, floor_window_s=None):
         "latency_seconds": round(age, 3),
         "latency_window_avg_seconds": round(stats.latency_avg_s, 3),
         "latency_window_max_seconds": round(max(stats.latency_max_s, age), 3),
-        "depth": snapshot(client)[klass]["depth"],
+        "depth": depth(klass, client),
         "capacity": sluice_settings().queues[klass].capacity,
         # JSON has no infinity; a queue that is not draining at all reports a day.
         "drain_time_seconds": round(drain, 3) if math.isfinite(drain) else 86400.0,

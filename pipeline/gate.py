@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 from . import keys
 from .conf import sluice_settings
-from .store import get_redis, script
+from .store import script, shared_redis
 
 # Longer than any send; a worker that dies holding a concurrency slot frees it after this.
 LEASE_TTL_MS = 120_000
@@ -59,7 +59,7 @@ def slot(channel, klass, payload=None, max_wait_s=None):
         if gate.concurrency:
             held.append(whole[2])
     deadline = time.monotonic() + max_wait_s
-    while wait_ms := script("gate_acquire")(keys=gate_keys, args=args):
+    while wait_ms := script("gate_acquire", on=shared_redis())(keys=gate_keys, args=args):
         if time.monotonic() + wait_ms / 1000 > deadline:
             raise GateTimeout(f"channel {channel!r} had no room for a {klass} send within {max_wait_s} s")
         time.sleep(wait_ms / 1000)
@@ -67,7 +67,7 @@ def slot(channel, klass, payload=None, max_wait_s=None):
         yield
     finally:
         if held:
-            pipe = get_redis().pipeline(transaction=False)
+            pipe = shared_redis().pipeline(transaction=False)
             for key in held:
                 pipe.zrem(key, lease)
             pipe.execute()

@@ -12,7 +12,7 @@ import logging
 from redis.exceptions import RedisError
 
 from . import keys
-from .store import get_redis, script
+from .store import class_redis, every_redis, get_redis, script
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, float("inf"))
 OUTCOMES = ("accepted", "folded", "collapsed", "deferred", "suppressed", "rejected")
@@ -66,7 +66,7 @@ def finish_send(claim_key, channel, klass, status, seconds=None, mark=None, also
     bucket = total = count = ""
     if seconds is not None:
         bucket, total, count = duration_fields(channel, klass, seconds)
-    script("finish_send")(
+    script("finish_send", on=class_redis(klass))(
         keys=[claim_key, keys.counters(), mark_key],
         args=[
             state,
@@ -82,18 +82,22 @@ def finish_send(claim_key, channel, klass, status, seconds=None, mark=None, also
 logger = logging.getLogger("sluice.metrics")
 
 
-def count(field, amount=1):
-    """Add to one counter, best effort: a counter that cannot be written never fails the work it counts."""
+def count(field, amount=1, klass=None):
+    """Add to one counter (a class's counter on its class's Redis), best effort: a counter that cannot be
+    written never fails the work it counts."""
     try:
-        get_redis().hincrby(keys.counters(), field, amount)
+        (class_redis(klass) if klass else get_redis()).hincrby(keys.counters(), field, amount)
     except RedisError as exc:
         logger.warning("counter %s not written: %s", field, type(exc).__name__)
 
 
 def read_counters(client=None):
-    """Every counter, as {field: number}."""
-    raw = (client or get_redis()).hgetall(keys.counters())
-    return {k.decode(): float(v) for k, v in raw.items()}
+    """Every counter, as {field: number}: of ``client``'s Redis, or summed over every Redis Sluice uses."""
+    totals = {}
+    for each in [client] if client is not None else every_redis():
+        for k, v in each.hgetall(keys.counters()).items():
+            totals[k.decode()] = totals.get(k.decode(), 0.0) + float(v)
+    return totals
 
 
 DEAD_LETTER_REASONS = ("retries_exhausted", "permanent", "unknown_kind", "undecodable", "expired", "suppressed")

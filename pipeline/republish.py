@@ -13,7 +13,7 @@ from . import keys
 from .conf import sluice_settings
 from .errors import QueueCeilingReached
 from .message import send_message
-from .store import script
+from .store import class_redis, script
 
 
 def republish(klass, task_id, kwargs, *, published_at, retries, countdown=0):
@@ -33,6 +33,8 @@ def republish(klass, task_id, kwargs, *, published_at, retries, countdown=0):
         retries=retries,
         eta=time.time() + countdown if countdown > 0 else None,
     )
-    depth = script("push_capped")(keys=[queue.name, *keys.priority_lists(queue.name)], args=[queue.ceiling, message])
+    depth = script("push_capped", on=class_redis(klass))(
+        keys=[queue.name, *keys.priority_lists(queue.name)], args=[queue.ceiling, message]
+    )
     if depth < 0:
         raise QueueCeilingReached(f"queue {queue.name!r} is at its hard ceiling of {queue.ceiling} messages")

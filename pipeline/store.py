@@ -1,5 +1,6 @@
-"""The coordination Redis: one connection pool per process, and the Lua scripts in pipeline/lua."""
+"""The Redis servers Sluice talks to: one connection pool per server and process, and the Lua in pipeline/lua."""
 
+import functools
 import os
 import re
 import threading
@@ -8,60 +9,143 @@ from pathlib import Path
 
 import redis
 
-from .conf import sluice_settings
+from .conf import CLASSES, redis_identity, sluice_settings
+
+#: Which Redis database a URL names (pipeline.conf.redis_identity).
+identity = redis_identity
 
 LUA_DIR = Path(__file__).with_name("lua")
 
 
+def make_client(url):
+    """A redis-py client for ``url``: the one place a client is built (TLS and Sentinel plug in here)."""
+    return redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5, health_check_interval=30)
+
+
 class _Client:
-    """A client for one URL in one process, with its registered scripts; replaced whole, never edited."""
+    """A client for one Redis in one process, with its registered scripts; replaced whole, never edited."""
 
     def __init__(self, url):
-        self.key = (url, os.getpid())
-        self.redis = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5, health_check_interval=30)
+        self.url = url
+        self.key = (identity(url), os.getpid())
+        self.redis = make_client(url)
         self.scripts = {}
 
 
 _lock = threading.Lock()
-_current = None
+_clients = {}
 
 
-def get_redis():
-    """The shared client for SLUICE_REDIS_URL: safe under threads; a forked child builds its own pool,
-    never its parent's sockets."""
-    return _client().redis
+def get_redis(url=None):
+    """The shared client for ``url`` (by default SLUICE_REDIS_URL): safe under threads; a forked child builds
+    its own pool, never its parent's sockets."""
+    return _client(url).redis
 
 
-def _client():
-    global _current
-    url = sluice_settings().redis_url
-    key = (url, os.getpid())
-    current = _current
+def class_redis(klass):
+    """The Redis of a class (SLUICE_QUEUES[klass]["redis_url"]): its queue, admission, folds, overflow,
+    throttles, send claims, dead letters and counters."""
+    return _client(sluice_settings().queues[klass].redis_url).redis
+
+
+def shared_redis():
+    """The Redis of what every class shares (the channel gates, the providers' breakers): critical's, so a
+    critical send never waits on a Redis that a lower class's flood fills."""
+    return class_redis("critical")
+
+
+def class_urls():
+    """{class: its Redis URL}."""
+    return {klass: queue.redis_url for klass, queue in sluice_settings().queues.items()}
+
+
+def distinct(urls):
+    """``urls`` with one URL kept per Redis (same host, port and db), in order."""
+    seen, kept = set(), []
+    for url in urls:
+        if identity(url) not in seen:
+            seen.add(identity(url))
+            kept.append(url)
+    return kept
+
+
+def every_url():
+    """One URL per distinct Redis Sluice uses: SLUICE_REDIS_URL's, then each class's (the exporter, capacity,
+    the admin and the tools read every one)."""
+    conf = sluice_settings()
+    return distinct([conf.redis_url, *(conf.queues[klass].redis_url for klass in CLASSES)])
+
+
+def every_redis():
+    """One client per distinct Redis Sluice uses (see every_url)."""
+    return [get_redis(url) for url in every_url()]
+
+
+def fold_store_classes():
+    """{URL: the folding classes on that Redis}: each Redis of routine or background holds its own fold store."""
+    stores = {}
+    for klass in ("routine", "background"):
+        url = sluice_settings().queues[klass].redis_url
+        for known in stores:
+            if identity(known) == identity(url):
+                stores[known].append(klass)
+                break
+        else:
+            stores[url] = [klass]
+    return stores
+
+
+def classes_by_redis(client=None):
+    """[(client, [classes on it])], one entry per distinct Redis of the classes; all on ``client`` if given."""
+    if client is not None:
+        return [(client, list(CLASSES))]
+    groups = {}
+    for klass in CLASSES:
+        url = sluice_settings().queues[klass].redis_url
+        groups.setdefault(identity(url), (url, []))[1].append(klass)
+    return [(get_redis(url), classes) for url, classes in groups.values()]
+
+
+def same_redis(a, b):
+    """Whether two URLs name the same Redis database."""
+    return identity(a) == identity(b)
+
+
+def _client(url=None):
+    url = url or sluice_settings().redis_url
+    key = (identity(url), os.getpid())
+    current = _clients.get(key[0])
     if current is not None and current.key == key:
         return current
     with _lock:
-        if _current is None or _current.key != key:
-            old, _current = _current, _Client(url)
-            if old is not None and old.key[1] == key[1]:
-                old.redis.close()  # same process, new URL: the old pool's sockets are ours to close
-        return _current
+        current = _clients.get(key[0])
+        if current is None or current.key != key:
+            current = _clients[key[0]] = _Client(url)
+        return current
 
 
 def reset():
-    """Forget this process's client (tests; a settings change picks a new one up by itself)."""
-    global _current
+    """Forget this process's clients (tests; a settings change picks new ones up by itself)."""
+    # Dropped, not closed: a caller may still hold one of them, and its pool reconnects on its next use.
     with _lock:
-        _current = None
+        _clients.clear()
 
 
 def use_redis(url):
-    """Point Sluice at the Redis at ``url`` from now on, in this process: the store, and the Celery app's
-    broker and connection pools (benchmarks, the demo and tests; a deployment sets SLUICE_REDIS_URL)."""
+    """Point Sluice at the Redis at ``url`` from now on, in this process, every class included: the store, and
+    the Celery app's broker and connection pools (benchmarks, the demo and tests; a deployment sets
+    SLUICE_REDIS_URL)."""
     from django.conf import settings
 
     from .celery import app
 
     settings.SLUICE_REDIS_URL = url
+    queues = getattr(settings, "SLUICE_QUEUES", {}) or {}
+    if any("redis_url" in conf for conf in queues.values() if isinstance(conf, dict)):
+        settings.SLUICE_QUEUES = {
+            klass: {k: v for k, v in conf.items() if k != "redis_url"} if isinstance(conf, dict) else conf
+            for klass, conf in queues.items()
+        }
     sluice_settings.cache_clear()
     app.conf.broker_url = url
     # Dropped, not closed: kombu keeps the pools in a registry by URL, and hands the same one back when a
@@ -89,14 +173,16 @@ class Scripts:
     def path(self, name):
         return self.folder / f"{name}.lua"
 
-    def __call__(self, name):
+    def __call__(self, name, on=None):
+        """The script ``name``, run on the client ``on`` (by default SLUICE_REDIS_URL's)."""
         client = _client()
         path = self.path(name)
         found = client.scripts.get(path)
         if found is None:
             # Registering twice from two threads is harmless: both objects run the same script.
             found = client.scripts.setdefault(path, client.redis.register_script(lua_source(path)))
-        return found
+        # A Script runs on any client it is handed: EVALSHA there, loading it first if that Redis lacks it.
+        return found if on is None else functools.partial(found, client=on)
 
 
 #: The engine's own scripts, in pipeline/lua.
@@ -104,10 +190,11 @@ script = Scripts(LUA_DIR)
 
 
 def _after_fork_in_child():
-    # A lock held by another thread at fork time would never be released in the child.
-    global _lock, _current
+    # A lock held by another thread at fork time would never be released in the child; the parent's clients
+    # are left to the GC, never closed here: their sockets are the parent's.
+    global _lock, _clients
     _lock = threading.Lock()
-    _current = None
+    _clients = {}
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from . import keys
 from .conf import CLASSES, sluice_settings
-from .depth import snapshot
+from .depth import queue_redis, snapshot
 from .latency import oldest_ages
 from .metrics import processed_field, read_counters
-from .store import get_redis
+from .store import classes_by_redis
 
 
 def samples_key(queue):
@@ -48,9 +48,18 @@ def sample(window_s, now=None, client=None, retain_s=None):
 
     The retention is the longest of ``window_s``, ``retain_s`` (the exporter's floor window) and RETAIN_S.
     """
-    client = client or get_redis()
     now = now or time.time()
-    queues = snapshot(client)
+    queues, ages = {}, {}
+    # Each class's samples are kept on its own Redis, from that Redis's queue and counters.
+    for redis_client, classes in classes_by_redis(client):
+        on_it = _sample_on(redis_client, classes, window_s, now, retain_s)
+        queues.update(on_it[0])
+        ages.update(on_it[1])
+    return {klass: queues[klass] for klass in CLASSES}, ages
+
+
+def _sample_on(client, classes, window_s, now, retain_s):
+    queues = {klass: queue for klass, queue in snapshot(client).items() if klass in classes}
     ages = oldest_ages(client, [q["queue"] for q in queues.values()], now)
     done = read_counters(client)
     pipe = client.pipeline(transaction=False)
@@ -80,7 +89,7 @@ def sample(window_s, now=None, client=None, retain_s=None):
 def points(queue, window_s, now=None, client=None):
     """The samples of the last ``window_s`` seconds, oldest first."""
     now = now or time.time()
-    raw = (client or get_redis()).zrangebyscore(samples_key(queue), now - window_s, "+inf")
+    raw = (client or queue_redis(queue)).zrangebyscore(samples_key(queue), now - window_s, "+inf")
     return [json.loads(point) for point in raw]
 
 

@@ -24,6 +24,14 @@ def _env_json(name, default):
 # One Redis is Sluice's broker and its coordination store (docs/architecture.md, "Decisions").
 SLUICE_REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 
+# A Redis per class (optional): REDIS_URL_CRITICAL, REDIS_URL_ROUTINE, REDIS_URL_BACKGROUND, each merged into
+# SLUICE_QUEUES[class]["redis_url"] below; a class without one uses REDIS_URL (docs/scaling.md).
+CLASS_REDIS_URLS = {
+    klass: os.environ[f"REDIS_URL_{klass.upper()}"]
+    for klass in ("critical", "routine", "background")
+    if os.environ.get(f"REDIS_URL_{klass.upper()}")
+}
+
 # Sluice's own Celery app (pipeline/celery.py) keeps its defaults but for these, from the environment.
 SLUICE_CELERY = {
     "broker_transport_options": {
@@ -45,6 +53,16 @@ SLUICE_QUEUES = _env_json(
         "background": {"capacity": 2048, "wait_ms": 0},
     },
 )
+if CLASS_REDIS_URLS and isinstance(SLUICE_QUEUES, dict):  # (a bad value is pipeline.conf's to report)
+    SLUICE_QUEUES = {klass: SLUICE_QUEUES.get(klass, {}) for klass in ("critical", "routine", "background")} | {
+        k: v for k, v in SLUICE_QUEUES.items() if k not in ("critical", "routine", "background")
+    }
+    SLUICE_QUEUES = {
+        klass: {**conf, "redis_url": CLASS_REDIS_URLS[klass]}
+        if klass in CLASS_REDIS_URLS and isinstance(conf, dict)
+        else conf
+        for klass, conf in SLUICE_QUEUES.items()
+    }
 
 SLUICE_CHANNELS = _env_json(
     "SLUICE_CHANNELS",

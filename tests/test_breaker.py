@@ -55,7 +55,7 @@ def transitions(provider="a"):
 
 
 def state(provider="a"):
-    raw = breaker.get_redis().hget(keys.breaker("sms", provider), "state")
+    raw = breaker.shared_redis().hget(keys.breaker("sms", provider), "state")
     return (raw or b"closed").decode()
 
 
@@ -210,7 +210,7 @@ def test_without_a_breaker_every_call_goes_and_is_counted(clock):
     for _ in range(20):
         assert call("failed", conf=None).allowed
     assert read_counters()["provider_calls:sms:a:failed"] == 20
-    assert not breaker.get_redis().exists(keys.breaker("sms", "a"))
+    assert not breaker.shared_redis().exists(keys.breaker("sms", "a"))
 
 
 def test_states_list_every_provider_in_order_with_its_window(clock, settings):

@@ -353,6 +353,30 @@ def test_settings_split_between_configmap_and_secret():
     assert not set(secret) & set(config)
 
 
+def test_a_redis_per_class_goes_into_the_secret_and_every_pod():
+    urls = {"critical": "redis://:pw@critical-redis:6379/0", "routine": "rediss://routine-redis:6380/0"}
+    objects = render_objects({"secrets": {"redisUrls": urls}})
+    secret = {k: base64.b64decode(v).decode() for k, v in of_kind(objects, "Secret")[0]["data"].items()}
+    assert secret["REDIS_URL_CRITICAL"] == urls["critical"]
+    assert secret["REDIS_URL_ROUTINE"] == urls["routine"]
+    assert "REDIS_URL_BACKGROUND" not in secret  # background uses REDIS_URL
+    config = of_kind(objects, "ConfigMap")[0]["data"]
+    assert not [value for value in urls.values() if value in json.dumps(config)]
+    for _, spec in pod_specs(objects):
+        env = {e["name"]: e for c in spec["containers"] for e in c.get("env", [])}
+        for klass in CLASSES:
+            ref = env[f"REDIS_URL_{klass.upper()}"]["valueFrom"]["secretKeyRef"]
+            assert ref["key"] == f"REDIS_URL_{klass.upper()}"
+            assert ref["optional"] is True
+
+
+def test_a_class_redis_url_must_be_a_redis_url():
+    with pytest.raises(Exception, match="redisUrls"):
+        render_objects({"secrets": {"redisUrls": {"critical": "http://nope"}}})
+    with pytest.raises(Exception, match="redisUrls"):
+        render_objects({"secrets": {"redisUrls": {"urgent": "redis://x:6379/0"}}})
+
+
 def test_existing_secret_is_referenced_and_not_created():
     objects = render_objects(case_values("existing-secret-values.yaml"))
     assert of_kind(objects, "Secret") == []

@@ -33,6 +33,16 @@ def test_defaults_are_valid():
         ("SLUICE_CHANNELS", {"email": {"backend": "no.such.Backend"}}, "cannot be imported"),
         ("SLUICE_MAX_PAYLOAD_BYTES", 0, "SLUICE_MAX_PAYLOAD_BYTES must be"),
         ("SLUICE_DIGEST", {"max_keys": 0}, r"SLUICE_DIGEST\['max_keys'\]"),
+        ("SLUICE_QUEUES", {"routine": {"redis_url": "http://x"}}, r"SLUICE_QUEUES\['routine'\]\['redis_url'\] must be"),
+        ("SLUICE_QUEUES", {"critical": {"redis_url": 6379}}, r"SLUICE_QUEUES\['critical'\]\['redis_url'\] must be"),
+        (
+            "SLUICE_QUEUES",
+            {"critical": {"redis_url": "redis://h:port/0"}},
+            r"\['critical'\]\['redis_url'\] is not a valid",
+        ),
+        ("SLUICE_QUEUES", {"background": {"redis_url": "redis://h/0", "redis": 1}}, "unknown keys \\['redis'\\]"),
+        ("SLUICE_DIGEST", {"redis_url": "redis://h/1"}, r"SLUICE_DIGEST\['redis_url'\] is not offered"),
+        ("SLUICE_REDIS_URL", "localhost:6379", "SLUICE_REDIS_URL must be a redis://"),
     ],
 )
 def test_bad_setting_names_itself(settings, name, value, words):
@@ -101,3 +111,46 @@ def test_backend_that_cannot_be_built_is_a_check_error(settings):
     errors = [e for e in run_checks() if e.id == "sluice.E002"]
     assert len(errors) == 1
     assert "url" in errors[0].msg
+
+
+def test_each_class_has_a_redis_url_defaulting_to_sluice_redis_url(settings):
+    settings.SLUICE_REDIS_URL = "redis://main:6379/0"
+    settings.SLUICE_QUEUES = {"critical": {"redis_url": "redis://:secret@critical:6380/2"}}
+    queues = sluice_settings().queues
+    assert queues["critical"].redis_url == "redis://:secret@critical:6380/2"
+    assert queues["routine"].redis_url == queues["background"].redis_url == "redis://main:6379/0"
+
+
+def test_with_every_class_on_its_own_redis_sluice_redis_url_may_be_left_out(settings):
+    del settings.SLUICE_REDIS_URL
+    settings.SLUICE_QUEUES = {k: {"redis_url": f"redis://{k}:6379/0"} for k in ("critical", "routine", "background")}
+    assert sluice_settings().redis_url == "redis://routine:6379/0"
+
+
+def test_same_redis_is_the_same_server_and_database_not_the_same_string():
+    from pipeline.store import distinct, same_redis
+
+    assert same_redis("redis://localhost:6379/0", "redis://:pw@localhost/0?socket_timeout=3")
+    assert not same_redis("redis://localhost:6379/0", "redis://localhost:6379/1")
+    assert not same_redis("redis://a:6379/0", "redis://b:6379/0")
+    assert distinct(["redis://a/0", "redis://a:6379/0", "redis://b/0"]) == ["redis://a/0", "redis://b/0"]
+
+
+def test_class_urls_come_from_the_environment(monkeypatch):
+    import importlib
+
+    import settings.sluice as module
+
+    monkeypatch.setenv("REDIS_URL_CRITICAL", "redis://critical:6379/0")
+    monkeypatch.delenv("SLUICE_QUEUES", raising=False)
+    try:
+        loaded = importlib.reload(module)
+        assert loaded.SLUICE_QUEUES["critical"] == {
+            "capacity": 2048,
+            "wait_ms": 250,
+            "redis_url": "redis://critical:6379/0",
+        }
+        assert "redis_url" not in loaded.SLUICE_QUEUES["routine"]
+    finally:
+        monkeypatch.delenv("REDIS_URL_CRITICAL")
+        importlib.reload(module)

@@ -67,3 +67,20 @@ def test_a_forked_child_builds_its_own_client(redis_client):
     os.waitpid(pid, 0)
     assert answer == b"1"
     assert store.get_redis() is parent
+
+
+def test_one_client_per_redis_however_its_url_is_spelt(redis_server):
+    url = redis_server.url
+    assert store.get_redis(url) is store.get_redis(f"{url}?socket_timeout=3")
+    assert store.get_redis(url) is not store.get_redis(url.replace("/0", "/1"))
+    store.get_redis(url.replace("/0", "/1")).ping()
+
+
+def test_a_script_runs_on_the_client_it_is_handed(redis_server):
+    other = store.get_redis(redis_server.url.replace("/0", "/2"))
+    other.flushdb()
+    previous, _left = store.script("claim_send", on=other)(keys=["sluice:sent:x:email"], args=[60])
+    assert previous == b"claimed"
+    assert other.get("sluice:sent:x:email") == b"sending"
+    assert not store.get_redis().exists("sluice:sent:x:email")
+    other.flushdb()

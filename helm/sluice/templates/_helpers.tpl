@@ -205,6 +205,15 @@ volumes:
       name: {{ include "sluice.secretName" . }}
       key: SLUICE_CHANNEL_OPTIONS
       optional: true
+{{- /* A Redis per class: optional, so a class without its own uses REDIS_URL. */}}
+{{- range $class := list "CRITICAL" "ROUTINE" "BACKGROUND" }}
+- name: REDIS_URL_{{ $class }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "sluice.secretName" $ }}
+      key: REDIS_URL_{{ $class }}
+      optional: true
+{{- end }}
 {{- end }}
 
 {{/* Container fields shared by every container: image, settings, security, a writable /tmp. */}}
