@@ -22,6 +22,7 @@ from pipeline.admission import PUSHED, count_rejection, push
 from pipeline.conf import Kind, sluice_settings
 from pipeline.depth import depth, drain_rate
 from pipeline.message import event_kwargs_json, send_message
+from pipeline.urls import describe
 
 from .exceptions import QueueCeilingReached, Rejected, Unavailable
 from .outcome import Outcome
@@ -79,7 +80,7 @@ def publish_event(event):
 
 
 def _where():
-    return sluice_settings().redis_url.rsplit("@", 1)[-1]  # never the password
+    return describe(sluice_settings().redis_url)  # never the password
 
 
 OUTCOMES = {

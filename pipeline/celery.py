@@ -20,13 +20,15 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from kombu.utils.url import maybe_sanitize_url
 
+from . import urls
+
 if not os.environ.get("DJANGO_SETTINGS_MODULE") and not settings.configured:
     raise ImproperlyConfigured(
         "Sluice's Celery app runs with your project's settings and never guesses them: set "
         "DJANGO_SETTINGS_MODULE, for example DJANGO_SETTINGS_MODULE=mysite.settings celery -A pipeline worker"
     )
 
-TRANSPORT = "pipeline.transport:Transport"
+TRANSPORTS = ("pipeline.transport:Transport", "pipeline.transport:SentinelTransport")
 
 #: Sluice's Celery configuration. SLUICE_CELERY overrides any of it, except what Sluice owns (FORCED).
 DEFAULTS = {
@@ -64,8 +66,21 @@ FORCED = {
     "task_create_missing_queues": False,
     # Only Sluice's periodic tasks, from django-celery-beat's tables (pipeline/beat.py).
     "beat_scheduler": "pipeline.beat:SluiceScheduler",
-    "broker_transport": TRANSPORT,
 }
+
+
+def broker_settings(url):
+    """The broker settings for SLUICE_REDIS_URL ``url``: kombu's spelling of it, Sluice's transport (over Sentinel
+    for sentinel://), the URL's TLS options, and the transport options over the defaults and SLUICE_CELERY's."""
+    from .conf import celery_overrides
+
+    found = urls.celery_broker(url)
+    found["broker_transport_options"] = {
+        **DEFAULTS["broker_transport_options"],
+        **celery_overrides().get("broker_transport_options", {}),
+        **found["broker_transport_options"],
+    }
+    return found
 
 
 class SluiceCeleryConfig(Mapping):
@@ -75,15 +90,7 @@ class SluiceCeleryConfig(Mapping):
     def _values(self):
         from .conf import celery_overrides, sluice_settings
 
-        overrides = celery_overrides()
-        options = {**DEFAULTS["broker_transport_options"], **overrides.get("broker_transport_options", {})}
-        return {
-            **DEFAULTS,
-            **overrides,
-            **FORCED,
-            "broker_transport_options": options,
-            "broker_url": sluice_settings().redis_url,
-        }
+        return {**DEFAULTS, **celery_overrides(), **FORCED, **broker_settings(sluice_settings().redis_url)}
 
     def __getitem__(self, key):
         return self._values[key]
@@ -110,7 +117,7 @@ class Connection(kombu.Connection):
     def as_uri(self, *args, **kwargs):
         uri = super().as_uri(*args, **kwargs)
         head, sep, rest = uri.partition("://")
-        return f"{self.scheme}{sep}{rest}" if self.scheme and head == TRANSPORT else uri
+        return f"{self.scheme}{sep}{rest}" if self.scheme and head in TRANSPORTS else uri
 
 
 class AMQP(CeleryAMQP):
@@ -138,10 +145,10 @@ def _refuse_another_broker(sender=None, **kwargs):
     from .conf import sluice_settings
 
     expected, actual = sluice_settings().redis_url, app.conf.broker_url
-    if actual != expected:
+    if actual != broker_settings(expected)["broker_url"]:
         raise ImproperlyConfigured(
             f"this worker's broker is {maybe_sanitize_url(actual)}, but notify() publishes to "
-            f"SLUICE_REDIS_URL ({maybe_sanitize_url(expected)}): drop the --broker option"
+            f"SLUICE_REDIS_URL ({urls.describe(expected)}): drop the --broker option"
         )
 
 

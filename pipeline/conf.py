@@ -10,6 +10,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
+from . import urls
+
 CLASSES = ("critical", "routine", "background")
 # Kind and channel names travel inside Redis keys, Lua arguments and JSON: plain characters only.
 NAME = re.compile(r"[\w.:-]{1,100}")
@@ -491,11 +493,12 @@ def _breaker(raw, setting):
     return BreakerConfig(**conf)
 
 
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 # What Sluice's Celery app decides for itself (pipeline/celery.py); SLUICE_CELERY may not change it.
 OWNED_CELERY_SETTINGS = (
     "broker_url",
     "broker_transport",
+    # TLS comes from SLUICE_REDIS_URL's ssl_* options, so the broker and the store check the same certificate.
+    "broker_use_ssl",
     "broker_read_url",
     "broker_write_url",
     "worker_disable_prefetch",
@@ -533,8 +536,7 @@ def redis_url():
             "SLUICE_REDIS_URL is not set: set it to the Redis that holds Sluice's queues, for example "
             "SLUICE_REDIS_URL = 'redis://127.0.0.1:6379/0' (see docs/integrate.md)"
         )
-    if not isinstance(url, str) or not url.startswith(REDIS_SCHEMES):
-        raise ImproperlyConfigured(f"SLUICE_REDIS_URL must be a redis://, rediss:// or unix:// URL, got {url!r}")
+    urls.parse(url, "SLUICE_REDIS_URL")
     return url
 
 

@@ -6,8 +6,7 @@ import threading
 from functools import cache
 from pathlib import Path
 
-import redis
-
+from . import urls
 from .conf import sluice_settings
 
 LUA_DIR = Path(__file__).with_name("lua")
@@ -18,7 +17,7 @@ class _Client:
 
     def __init__(self, url):
         self.key = (url, os.getpid())
-        self.redis = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5, health_check_interval=30)
+        self.redis = urls.make_client(url)
         self.scripts = {}
 
 
@@ -59,11 +58,11 @@ def use_redis(url):
     broker and connection pools (benchmarks, the demo and tests; a deployment sets SLUICE_REDIS_URL)."""
     from django.conf import settings
 
-    from .celery import app
+    from .celery import app, broker_settings
 
     settings.SLUICE_REDIS_URL = url
     sluice_settings.cache_clear()
-    app.conf.broker_url = url
+    app.conf.update(broker_settings(url))
     # Dropped, not closed: kombu keeps the pools in a registry by URL, and hands the same one back when a
     # process points at that URL again.
     app._pool = None

@@ -320,6 +320,23 @@ class Transport(redis.Transport):
         cycle._sluice_housekeeping_tref = loop.call_repeatedly(interval, _housekeeping, cycle)
 
 
+class SentinelChannel(Channel, redis.SentinelChannel):
+    """The reliable fetch over kombu's Sentinel channel: every connection asks the sentinels for the current
+    master, so after a failover the fetch, its records and the reaper carry on against the new one."""
+
+    from_transport_options = tuple(
+        dict.fromkeys((*Channel.from_transport_options, *redis.SentinelChannel.from_transport_options))
+    )
+
+
+class SentinelTransport(Transport):
+    """Sluice's transport for sentinel:// URLs (kombu's spelling: ``sentinel://h1:26379;sentinel://h2:26379``,
+    with the master's name in the transport options)."""
+
+    Channel = SentinelChannel
+    default_port = redis.SentinelTransport.default_port
+
+
 def _housekeeping(cycle):
     for channel in list(cycle._channels):
         if channel.active_queues:
