@@ -216,3 +216,27 @@ def celery_broker(url):
     if parsed.scheme == "rediss":
         found["broker_use_ssl"] = ssl_options(parsed)
     return found
+
+
+#: The commands Sluice runs (notify(), folds, flushes, the gate, the exporter, workers and Celery's events),
+#: for a Redis ACL user: ``user sluice on >password ~* &* -@all +<each>`` (docs/redis.md).
+ACL_COMMANDS = (
+    # Connecting: HELLO (redis-py's handshake), SELECT (a database other than 0), PING (health checks).
+    "hello", "select", "ping",
+    # Lua (every read-modify-write), and the transactions of redis-py's pipelines and kombu's acks.
+    "eval", "evalsha", "script|load", "script|exists", "multi", "exec",
+    # Keys and strings: heartbeats, the gate's holds, digest claims, kombu's restore lock.
+    "del", "exists", "expire", "pexpire", "pttl", "get", "set", "rename", "time",
+    # Hashes: counters, breakers, kombu's unacked record, fold store entries.
+    "hdel", "hexists", "hget", "hgetall", "hincrby", "hincrbyfloat", "hkeys", "hlen", "hmget", "hset", "hsetnx",
+    "hstrlen",
+    # Lists: the queues, the reliable fetch (BLMOVE into a processing list), depth and the oldest message.
+    "blmove", "lindex", "llen", "lmove", "lpop", "lpush", "lrange", "lrem", "rpop", "rpush",
+    # Sets: kombu's bindings, the fetch consumers' registry, digest claims.
+    "sadd", "scard", "smembers", "srem",
+    # Sorted sets: pending digests, claims, dead letters, latency samples, kombu's unacked index.
+    "zadd", "zcard", "zcount", "zpopmin", "zrange", "zrangebyscore", "zrem", "zremrangebyscore", "zrevrangebyscore",
+    "zscore",
+    # Celery's events and broadcast commands (kombu's fanout over pub/sub patterns).
+    "publish", "psubscribe", "punsubscribe",
+)  # fmt: skip
