@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kombu.exceptions import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import OutOfMemoryError, ReadOnlyError
+from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from digest import store
@@ -34,6 +34,9 @@ FIRST_POLL_S, MAX_POLL_S = 0.002, 0.025
 BURST_WINDOW_S = 10
 # A full fold store drains at the next flushes (every flush_interval_s); a refused caller comes back then.
 FULL_STORE_RETRY_S = 60.0
+# Redis's answer to a write on a primary with fewer good replicas than min-replicas-to-write (redis-py has no
+# class of its own for it).
+NO_REPLICAS = "NOREPLICAS"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +78,13 @@ def publish_event(event):
         # Redis at its maxmemory under noeviction: full, not broken; the caller retries later (ingest: 503).
         raise Unavailable(f"Redis at {_where()} is out of memory; retry later") from exc
     except (RedisConnectionError, RedisTimeoutError, OperationalError, ReadOnlyError) as exc:
-        # ReadOnlyError: a replica, or a primary that lost its replicas' quorum (min-replicas-to-write).
+        # ReadOnlyError: a replica (a primary demoted by a failover, before the client asked the sentinels again).
         raise Unavailable(f"Redis at {_where()} is unavailable ({type(exc).__name__}: {exc}); retry later") from exc
+    except ResponseError as exc:
+        if not str(exc).startswith(NO_REPLICAS):
+            raise
+        # A primary that lost its replicas (min-replicas-to-write): it refuses writes that a failover could lose.
+        raise Unavailable(f"Redis at {_where()} has too few replicas to accept writes ({exc}); retry later") from exc
 
 
 def _where():

@@ -9,6 +9,8 @@ import redis
 from django.core.exceptions import ImproperlyConfigured
 from redis.sentinel import Sentinel
 
+from .sentinel import FollowingSentinelPool
+
 SCHEMES = ("redis", "rediss", "unix", "sentinel")
 DEFAULT_PORTS = {"redis": 6379, "rediss": 6379, "sentinel": 26379}
 # The query parameters each scheme takes; anything else is refused rather than ignored, because kombu refuses
@@ -140,7 +142,9 @@ def make_client(url, **timeouts):
         options.pop("socket_connect_timeout", None)
         return redis.Redis(unix_socket_path=parsed.path, **auth, **options)
     if parsed.scheme == "sentinel":
-        return sentinel(parsed, options).master_for(parsed.master_name, redis.Redis, **auth, **options)
+        return sentinel(parsed, options).master_for(
+            parsed.master_name, redis.Redis, connection_pool_class=FollowingSentinelPool, **auth, **options
+        )
     host, port = parsed.hosts[0]
     if parsed.scheme == "rediss":
         options = {**options, "ssl": True, **ssl_options(parsed)}

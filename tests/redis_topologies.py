@@ -44,7 +44,9 @@ def make_certificates(folder):
             "-keyout", f"{ca}.key", "-out", f"{ca}.crt",
         )  # fmt: skip
     (folder / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "server.key", "-out", "server.csr")
+    openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "server.key", "-out", "server.csr"
+    )
     openssl(
         "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
         "-days", "2", "-extfile", "san.ext", "-out", "server.crt",
@@ -136,7 +138,7 @@ class SentinelGroup:
         self.primary.start()
         self.replica.start()
         for conf in self.sentinels:
-            log = open(Path(self.dir.name) / f"{conf.stem}.log", "ab")  # noqa: SIM115 - the child keeps it
+            log = open(Path(self.dir.name) / f"{conf.stem}.log", "ab")
             self.processes.append(
                 subprocess.Popen([redis_binary(), str(conf), "--sentinel"], stdout=log, stderr=subprocess.STDOUT)
             )
