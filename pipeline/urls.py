@@ -222,6 +222,15 @@ def celery_broker(url):
     return found
 
 
+def acl_rules(queue_names, db=0):
+    """The rules of a Redis ACL user for Sluice, after ``user <name> on >password``: its keys (Sluice's, kombu's,
+    the queues ``queue_names`` and their priority lists), the pub/sub channels of Celery's events and broadcast
+    commands in database ``db``, and only ACL_COMMANDS."""
+    keys = ["~sluice:*", "~_kombu.*", "~unacked*", "~*.reply.celery.pidbox", *(f"~{name}*" for name in queue_names)]
+    channels = [f"&/{db}.celery.pidbox", f"&/{db}.celeryev/*"]
+    return " ".join([*keys, "resetchannels", *channels, "-@all", *(f"+{command}" for command in ACL_COMMANDS)])
+
+
 #: The commands Sluice runs (notify(), folds, flushes, the gate, the exporter, workers and Celery's events),
 #: for a Redis ACL user: ``user sluice on >password ~* &* -@all +<each>`` (docs/redis.md).
 ACL_COMMANDS = (

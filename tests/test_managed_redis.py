@@ -1,7 +1,8 @@
-"""A managed Redis: TLS with the certificate verified, and an ACL user allowed only the commands Sluice runs.
+"""A managed Redis: TLS with the certificate verified, and an ACL user allowed only what Sluice needs.
 
 The server speaks only TLS, with a certificate the test makes for 127.0.0.1, and knows a user ``sluice`` that
-may run only pipeline.urls.ACL_COMMANDS (the list docs/redis.md gives). notify(), the folds, the digest flush,
+may run only pipeline.urls.ACL_COMMANDS, on Sluice's keys and Celery's channels (pipeline.urls.acl_rules, the
+rules docs/redis.md gives). notify(), the folds, the digest flush,
 the exporter and real workers (fetch, acks, the gate, Celery's events) all go through it: the books balance and
 Redis's ACL LOG records no refused command.
 """
@@ -19,7 +20,7 @@ from digest.flush import run_flush
 from notifications import Unavailable, notify
 from pipeline.exporter import SluiceCollector, scaler_payload
 from pipeline.store import get_redis
-from pipeline.urls import ACL_COMMANDS
+from pipeline.urls import acl_rules
 from pipeline.urls import make_client as get_redis_for
 from pipeline.window import sample
 
@@ -32,8 +33,8 @@ PASSWORD = "s3cret/with:odd@chars"
 USERS = 10
 
 
-def acl_rules(commands):
-    return f"sluice on >{PASSWORD} ~* &* -@all " + " ".join(f"+{c}" for c in commands)
+def user_rules():
+    return f"sluice on >{PASSWORD} " + acl_rules(["critical", "routine", "background"])
 
 
 @pytest.fixture
@@ -42,7 +43,7 @@ def tls_redis(tmp_path):
     if reason:
         need(reason)
     certs = make_certificates(tmp_path / "certs")
-    server = TLSRedis(certs, ADMIN_PASSWORD, users=[acl_rules(ACL_COMMANDS)]).start()
+    server = TLSRedis(certs, ADMIN_PASSWORD, users=[user_rules()]).start()
     try:
         yield server
     finally:
@@ -144,10 +145,12 @@ def test_tls_and_a_least_privilege_acl_user_carry_the_whole_pipeline(tls_redis, 
     }
     print(f"\nFIGURES tls+acl {json.dumps(figures)}")
     assert settled
-    # The user really is confined: a command outside the list is refused.
+    # The user really is confined: a command outside the list, or a key outside Sluice's, is refused.
     confined = get_redis_for(url)
     with pytest.raises(NoPermissionError):
         confined.flushdb()
+    with pytest.raises(NoPermissionError):
+        confined.set("someone-else:key", 1)
     confined.close()
     assert alive == ["critical", "routine", "background"]
     assert refused == [], refused
