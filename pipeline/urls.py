@@ -100,9 +100,11 @@ def parse(url, setting="SLUICE_REDIS_URL"):
         )
     reqs = options.get("ssl_cert_reqs")
     if reqs is not None:
-        if reqs.lower() not in CERT_REQS:
+        # kombu also takes Python's spelling, CERT_REQUIRED.
+        spelled = reqs.lower().removeprefix("cert_")
+        if spelled not in CERT_REQS:
             _fail(setting, url, f"has ssl_cert_reqs={reqs!r}: use required (the default), optional or none")
-        options["ssl_cert_reqs"] = reqs.lower()
+        options["ssl_cert_reqs"] = spelled
     check = options.get("ssl_check_hostname")
     if check is not None and check.lower() not in ("true", "false"):
         _fail(setting, url, f"has ssl_check_hostname={check!r}: use true (the default) or false")
@@ -133,7 +135,8 @@ def ssl_options(parsed):
 
 def make_client(url, **timeouts):
     """A redis-py client for ``url``: TCP, TLS (certificate verified), a Unix socket, or the current master of
-    a Sentinel group (it asks the sentinels again after every connection error, and so follows a failover).
+    a Sentinel group (it asks the sentinels again after a connection error, and at most every second when it
+    takes a pooled connection: pipeline/sentinel.py; so it follows a failover).
     ``timeouts`` override TIMEOUTS (socket_connect_timeout, socket_timeout, health_check_interval)."""
     parsed = parse(url)
     options = {**TIMEOUTS, **timeouts}

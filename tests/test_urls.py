@@ -99,6 +99,7 @@ def test_clients_for_each_scheme_carry_their_timeouts_tls_and_credentials():
     assert tls.connection_pool.connection_class is redis.SSLConnection
     assert kwargs["ssl_cert_reqs"] == ssl.CERT_REQUIRED  # verified unless the URL says otherwise
     assert (kwargs["ssl_ca_certs"], kwargs["username"], kwargs["socket_timeout"]) == ("/ca.pem", "u", 1)
+    assert urls.parse("rediss://h/0?ssl_cert_reqs=CERT_OPTIONAL").options["ssl_cert_reqs"] == "optional"
     relaxed = urls.make_client("rediss://h/0?ssl_cert_reqs=none&ssl_check_hostname=false")
     assert relaxed.connection_pool.connection_kwargs["ssl_cert_reqs"] == ssl.CERT_NONE
     assert relaxed.connection_pool.connection_kwargs["ssl_check_hostname"] is False
