@@ -7,6 +7,8 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import redis
 from django.core.exceptions import ImproperlyConfigured
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 from .sentinel import FollowingSentinelPool
@@ -139,7 +141,10 @@ def make_client(url, **timeouts):
     takes a pooled connection: pipeline/sentinel.py; so it follows a failover).
     ``timeouts`` override TIMEOUTS (socket_connect_timeout, socket_timeout, health_check_interval)."""
     parsed = parse(url)
-    options = {**TIMEOUTS, **timeouts}
+    # No retries inside the client (what Redis.from_url gives): redis.Redis(host=...) would retry a failed
+    # command ten times with a backoff of up to ten seconds, and a producer would hang through an outage instead
+    # of getting Unavailable at once. Workers and callers retry on their own terms.
+    options = {**TIMEOUTS, "retry": Retry(NoBackoff(), 0), **timeouts}
     auth = {"username": parsed.username, "password": parsed.password, "db": parsed.db}
     if parsed.scheme == "unix":
         options.pop("socket_connect_timeout", None)
@@ -156,7 +161,7 @@ def make_client(url, **timeouts):
 
 def sentinel(parsed, options):
     """redis-py's Sentinel for a parsed sentinel:// URL; the sentinels get the same timeouts as the master."""
-    sentinel_kwargs = {k: v for k, v in options.items() if k.startswith("socket_")}
+    sentinel_kwargs = {k: v for k, v in options.items() if k.startswith("socket_") or k == "retry"}
     if parsed.options.get("sentinel_password"):
         sentinel_kwargs["password"] = parsed.options["sentinel_password"]
         sentinel_kwargs["username"] = parsed.options.get("sentinel_username") or None

@@ -158,3 +158,18 @@ def test_sluice_celery_cannot_set_broker_use_ssl(settings):
     settings.SLUICE_CELERY = {"broker_use_ssl": {"ssl_cert_reqs": ssl.CERT_NONE}}
     with pytest.raises(ImproperlyConfigured, match=r"SLUICE_CELERY\['broker_use_ssl'\] cannot be changed"):
         celery_overrides()
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://h/0", "rediss://h/0", "unix:///run/r.sock", "sentinel://h:26379/0?master_name=m"]
+)
+def test_no_client_retries_a_failed_command_by_itself(url):
+    """A producer gets Unavailable at once during an outage, never after a hidden backoff (redis.Redis(host=...)
+    alone would retry ten times, for up to ten seconds each)."""
+    client = urls.make_client(url)
+    assert client.connection_pool.make_connection().retry._retries == 0
+    if url.startswith("sentinel"):
+        assert all(
+            s.connection_pool.make_connection().retry._retries == 0
+            for s in client.connection_pool.sentinel_manager.sentinels
+        )
