@@ -11,6 +11,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
+from .keys import PREFIX
 from .sentinel import FollowingSentinelPool
 
 SCHEMES = ("redis", "rediss", "unix", "sentinel")
@@ -234,7 +235,7 @@ def acl_rules(queue_names, db=0):
     """The rules of a Redis ACL user for Sluice, after ``user <name> on >password``: its keys (Sluice's, kombu's,
     the queues ``queue_names`` and their priority lists), the pub/sub channels of Celery's events and broadcast
     commands in database ``db``, and only ACL_COMMANDS."""
-    keys = ["~sluice:*", "~_kombu.*", "~unacked*", "~*.reply.celery.pidbox", *(f"~{name}*" for name in queue_names)]
+    keys = [f"~{PREFIX}:*", "~_kombu.*", "~unacked*", "~*.reply.celery.pidbox", *(f"~{name}*" for name in queue_names)]
     channels = [f"&/{db}.celery.pidbox", f"&/{db}.celeryev/*"]
     return " ".join([*keys, "resetchannels", *channels, "-@all", *(f"+{command}" for command in ACL_COMMANDS)])
 
