@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kombu.exceptions import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import OutOfMemoryError, ReadOnlyError
+from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from digest import store
@@ -22,6 +22,7 @@ from pipeline.admission import PUSHED, count_rejection, push
 from pipeline.conf import Kind, sluice_settings
 from pipeline.depth import depth, drain_rate
 from pipeline.message import event_kwargs_json, send_message
+from pipeline.urls import describe
 
 from .exceptions import QueueCeilingReached, Rejected, Unavailable
 from .outcome import Outcome
@@ -33,6 +34,9 @@ FIRST_POLL_S, MAX_POLL_S = 0.002, 0.025
 BURST_WINDOW_S = 10
 # A full fold store drains at the next flushes (every flush_interval_s); a refused caller comes back then.
 FULL_STORE_RETRY_S = 60.0
+# Redis's answer to a write on a primary with fewer good replicas than min-replicas-to-write (redis-py has no
+# class of its own for it).
+NO_REPLICAS = "NOREPLICAS"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,13 +78,19 @@ def publish_event(event):
         # Redis at its maxmemory under noeviction: full, not broken; the caller retries later (ingest: 503).
         raise Unavailable(f"Redis at {_where(event.kind.klass)} is out of memory; retry later") from exc
     except (RedisConnectionError, RedisTimeoutError, OperationalError, ReadOnlyError) as exc:
-        # ReadOnlyError: a replica, or a primary that lost its replicas' quorum (min-replicas-to-write).
+        # ReadOnlyError: a replica (a primary demoted by a failover, before the client asked the sentinels again).
         where = _where(event.kind.klass)
         raise Unavailable(f"Redis at {where} is unavailable ({type(exc).__name__}: {exc}); retry later") from exc
+    except ResponseError as exc:
+        if not str(exc).startswith(NO_REPLICAS):
+            raise
+        # A primary that lost its replicas (min-replicas-to-write): it refuses writes that a failover could lose.
+        where = _where(event.kind.klass)
+        raise Unavailable(f"Redis at {where} has too few replicas to accept writes ({exc}); retry later") from exc
 
 
 def _where(klass):
-    return sluice_settings().queues[klass].redis_url.rsplit("@", 1)[-1]  # never the password
+    return describe(sluice_settings().queues[klass].redis_url)  # never the password
 
 
 OUTCOMES = {

@@ -6,6 +6,7 @@ transaction commits; every hour a flush rebuilds the whole mirror from the datab
 moves the mirrored quiet hours and cadence ticks forward.
 """
 
+import logging
 import time
 from datetime import time as time_of_day
 
@@ -14,6 +15,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pipeline import keys
 from pipeline.conf import sluice_settings
@@ -21,6 +24,8 @@ from pipeline.store import classes_by_redis, get_redis
 
 from .models import NotificationSettings, Preference
 from .schedule import DAY, daily_ticks, hourly_ticks, quiet_intervals
+
+logger = logging.getLogger("sluice.preferences")
 
 # How far ahead quiet hours and cadence ticks are mirrored: a week and a day, refreshed every hour.
 HORIZON_S = 8 * DAY
@@ -117,6 +122,16 @@ def write_mirror(user_ids, client=None, now=None):
 
 def rebuild_mirror(**kwargs):
     """At a flush (digest.signals.flush_started), at most once an hour across every flusher: rebuild it all."""
+    try:
+        return _rebuild_mirror()
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        # It heals drift and moves windows forward; a Redis that is away (a failover) just delays it to a later
+        # flush, and the flush itself goes on.
+        logger.warning("preferences mirror not rebuilt, Redis unavailable: %s", exc)
+        return 0
+
+
+def _rebuild_mirror():
     client = get_redis()
     if not client.set(keys.preferences_rebuilt(), time.time(), nx=True, ex=REBUILD_EVERY_S):
         return 0

@@ -22,13 +22,15 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from kombu.utils.url import maybe_sanitize_url
 
+from . import urls
+
 if not os.environ.get("DJANGO_SETTINGS_MODULE") and not settings.configured:
     raise ImproperlyConfigured(
         "Sluice's Celery app runs with your project's settings and never guesses them: set "
         "DJANGO_SETTINGS_MODULE, for example DJANGO_SETTINGS_MODULE=mysite.settings celery -A pipeline worker"
     )
 
-TRANSPORT = "pipeline.transport:Transport"
+TRANSPORTS = ("pipeline.transport:Transport", "pipeline.transport:SentinelTransport")
 
 #: Sluice's Celery configuration. SLUICE_CELERY overrides any of it, except what Sluice owns (FORCED).
 DEFAULTS = {
@@ -66,8 +68,21 @@ FORCED = {
     "task_create_missing_queues": False,
     # Only Sluice's periodic tasks, from django-celery-beat's tables (pipeline/beat.py).
     "beat_scheduler": "pipeline.beat:SluiceScheduler",
-    "broker_transport": TRANSPORT,
 }
+
+
+def broker_settings(url):
+    """The broker settings for SLUICE_REDIS_URL ``url``: kombu's spelling of it, Sluice's transport (over Sentinel
+    for sentinel://), the URL's TLS options, and the transport options over the defaults and SLUICE_CELERY's."""
+    from .conf import celery_overrides
+
+    found = urls.celery_broker(url)
+    found["broker_transport_options"] = {
+        **DEFAULTS["broker_transport_options"],
+        **celery_overrides().get("broker_transport_options", {}),
+        **found["broker_transport_options"],
+    }
+    return found
 
 
 class SluiceCeleryConfig(Mapping):
@@ -77,16 +92,9 @@ class SluiceCeleryConfig(Mapping):
     def _values(self):
         from .conf import celery_overrides, sluice_settings
 
-        overrides = celery_overrides()
-        options = {**DEFAULTS["broker_transport_options"], **overrides.get("broker_transport_options", {})}
-        return {
-            **DEFAULTS,
-            **overrides,
-            **FORCED,
-            "broker_transport_options": options,
-            # The default broker (beat, the web tier): critical's Redis, whose queue runs the control tasks.
-            "broker_url": sluice_settings().queues["critical"].redis_url,
-        }
+        # The default broker (beat, the web tier): critical's Redis, whose queue runs the control tasks.
+        critical = sluice_settings().queues["critical"].redis_url
+        return {**DEFAULTS, **celery_overrides(), **FORCED, **broker_settings(critical)}
 
     def __getitem__(self, key):
         return self._values[key]
@@ -113,7 +121,7 @@ class Connection(kombu.Connection):
     def as_uri(self, *args, **kwargs):
         uri = super().as_uri(*args, **kwargs)
         head, sep, rest = uri.partition("://")
-        return f"{self.scheme}{sep}{rest}" if self.scheme and head == TRANSPORT else uri
+        return f"{self.scheme}{sep}{rest}" if self.scheme and head in TRANSPORTS else uri
 
 
 class AMQP(CeleryAMQP):
@@ -130,7 +138,7 @@ class AMQP(CeleryAMQP):
                 return send(producer, name, message, queue=queue, routing_key=routing_key, **kwargs)
             # The queue lives on another Redis than this process's broker (a flush asked for by a process whose
             # broker is routine's, say): publish it there, where its workers listen.
-            with self.app.connection_for_write(url) as connection:
+            with _connection_for(self.app, url) as connection:
                 with kombu.pools.producers[connection].acquire(block=True) as other:
                     return send(other, name, message, queue=queue, routing_key=routing_key, **kwargs)
 
@@ -146,6 +154,18 @@ def broker_for(queue, routing_key=None):
     return next((queues[k].redis_url for k in CLASSES if queues[k].name == name), None)
 
 
+def _connection_for(app, url):
+    """A connection to another class's Redis with that URL's own transport, options and TLS (a sentinel:// class
+    beside a redis:// one)."""
+    found = broker_settings(url)
+    return app.connection_for_write(
+        found["broker_url"],
+        transport=found["broker_transport"],
+        transport_options=found["broker_transport_options"],
+        ssl=found["broker_use_ssl"],
+    )
+
+
 def _same_broker(url, connection):
     from .conf import redis_identity as identity
 
@@ -153,7 +173,7 @@ def _same_broker(url, connection):
     if info.get("transport_options", {}).get("sentinels"):
         return False
     db = str(info.get("virtual_host") or "").strip("/") or "0"
-    theirs = (info.get("hostname") or "localhost", int(info.get("port") or 6379), int(db) if db.isdigit() else 0)
+    theirs = ("tcp", info.get("hostname") or "localhost", int(info.get("port") or 6379), int(db) if db.isdigit() else 0)
     return identity(url) == theirs
 
 
@@ -182,25 +202,25 @@ def _broker_of_its_queues(sender=None, instance=None, conf=None, options=None, *
     if isinstance(asked, str):
         asked = asked.split(",")
     serving = [k for k in CLASSES if queues[k].name in {name.strip() for name in asked}]
-    urls = list({redis_identity(queues[k].redis_url): queues[k].redis_url for k in serving}.values())
-    if len(urls) > 1:
-        where = ", ".join(f"{k} on {maybe_sanitize_url(queues[k].redis_url)}" for k in serving)
+    found = list({redis_identity(queues[k].redis_url): queues[k].redis_url for k in serving}.values())
+    if len(found) > 1:
+        where = ", ".join(f"{k} on {urls.describe(queues[k].redis_url)}" for k in serving)
         _refuse(
             f"this worker serves queues on different Redis servers ({where}): a worker has one broker, so run one "
             "worker per Redis (manage.py worker <class>), as SLUICE_QUEUES[class]['redis_url'] places them"
         )
-    if not urls:
+    if not found:
         return
-    expected = urls[0]
-    app.conf.broker_url = expected
+    expected = broker_settings(found[0])
+    app.conf.update(expected)
     # Dropped, not closed: nothing has connected yet, and kombu hands pools back by URL.
     app._pool = None
     app.amqp._producer_pool = None
     actual = app.conf.broker_url
-    if actual != expected:
+    if actual != expected["broker_url"]:
         _refuse(
             f"this worker's broker is {maybe_sanitize_url(actual)}, but its queues' events are published to "
-            f"{maybe_sanitize_url(expected)} (SLUICE_QUEUES[class]['redis_url']): drop the --broker option"
+            f"{urls.describe(found[0])} (SLUICE_QUEUES[class]['redis_url']): drop the --broker option"
         )
 
 

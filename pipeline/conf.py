@@ -10,6 +10,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
+from . import urls
+
 CLASSES = ("critical", "routine", "background")
 # Kind and channel names travel inside Redis keys, Lua arguments and JSON: plain characters only.
 NAME = re.compile(r"[\w.:-]{1,100}")
@@ -509,11 +511,12 @@ def _breaker(raw, setting):
     return BreakerConfig(**conf)
 
 
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 # What Sluice's Celery app decides for itself (pipeline/celery.py); SLUICE_CELERY may not change it.
 OWNED_CELERY_SETTINGS = (
     "broker_url",
     "broker_transport",
+    # TLS comes from SLUICE_REDIS_URL's ssl_* options, so the broker and the store check the same certificate.
+    "broker_use_ssl",
     "broker_read_url",
     "broker_write_url",
     "worker_disable_prefetch",
@@ -564,33 +567,15 @@ def _default_redis_url(raw_queues):
 
 
 def _redis_url(url, setting):
-    if not isinstance(url, str) or not url.startswith(REDIS_SCHEMES):
-        raise ImproperlyConfigured(f"{setting} must be a redis://, rediss:// or unix:// URL, got {url!r}")
-    from redis.connection import parse_url
-
-    try:
-        parse_url(url)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{setting} is not a valid Redis URL ({exc}): {_safe(url)}") from exc
+    urls.parse(url, setting)
     return url
 
 
 @lru_cache(maxsize=64)
 def redis_identity(url):
-    """Which Redis database a URL names: (host or unix path, port, db). Two URLs that differ only in spelling,
+    """Which Redis database a URL names (pipeline.urls.identity). Two URLs that differ only in spelling,
     credentials or options name the same Redis: "same Redis" always means this, never the same string."""
-    from redis.connection import parse_url
-
-    parsed = parse_url(url)
-    if parsed.get("path"):
-        return (parsed["path"], None, int(parsed.get("db") or 0))
-    return (parsed.get("host") or "localhost", int(parsed.get("port") or 6379), int(parsed.get("db") or 0))
-
-
-def _safe(url):
-    """A URL without its password, for an error message."""
-    head, sep, rest = url.partition("://")
-    return f"{head}{sep}{rest.rsplit('@', 1)[-1]}"
+    return urls.identity(url)
 
 
 def _flag(value, setting):

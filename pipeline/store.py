@@ -7,8 +7,7 @@ import threading
 from functools import cache
 from pathlib import Path
 
-import redis
-
+from . import urls
 from .conf import CLASSES, redis_identity, sluice_settings
 
 #: Which Redis database a URL names (pipeline.conf.redis_identity).
@@ -18,16 +17,16 @@ LUA_DIR = Path(__file__).with_name("lua")
 
 
 def make_client(url):
-    """A redis-py client for ``url``: the one place a client is built (TLS and Sentinel plug in here)."""
-    return redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5, health_check_interval=30)
+    """A redis-py client for ``url``: the one place a client is built (pipeline.urls: TLS, Sentinel)."""
+    return urls.make_client(url)
 
 
 class _Client:
-    """A client for one Redis in one process, with its registered scripts; replaced whole, never edited."""
+    """A client for one URL in one process, with its registered scripts; replaced whole, never edited."""
 
     def __init__(self, url):
         self.url = url
-        self.key = (identity(url), os.getpid())
+        self.key = (url, os.getpid())
         self.redis = make_client(url)
         self.scripts = {}
 
@@ -113,7 +112,9 @@ def same_redis(a, b):
 
 def _client(url=None):
     url = url or sluice_settings().redis_url
-    key = (identity(url), os.getpid())
+    # By URL, not by identity: two spellings of one Redis may differ in what the client is built with (a
+    # password, a CA bundle), and a changed setting must never keep using the client of the old one.
+    key = (url, os.getpid())
     current = _clients.get(key[0])
     if current is not None and current.key == key:
         return current
@@ -137,7 +138,7 @@ def use_redis(url):
     SLUICE_REDIS_URL)."""
     from django.conf import settings
 
-    from .celery import app
+    from .celery import app, broker_settings
 
     settings.SLUICE_REDIS_URL = url
     queues = getattr(settings, "SLUICE_QUEUES", {}) or {}
@@ -147,7 +148,7 @@ def use_redis(url):
             for klass, conf in queues.items()
         }
     sluice_settings.cache_clear()
-    app.conf.broker_url = url
+    app.conf.update(broker_settings(url))
     # Dropped, not closed: kombu keeps the pools in a registry by URL, and hands the same one back when a
     # process points at that URL again.
     app._pool = None

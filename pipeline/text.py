@@ -23,6 +23,7 @@ LOGGERS = (
     "sluice.fetch",
     "sluice.ingest",
     "sluice.metrics",
+    "sluice.preferences",
     "sluice.providers",
     "sluice.send",
 )

@@ -25,10 +25,14 @@ from kombu.transport.virtual import QoS as VirtualQoS
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
 from kombu.utils.objects import cached_property
+from kombu.utils.url import _parse_url
+from redis import Redis as RedisClient
 from redis import exceptions as redis_errors
+from redis.sentinel import Sentinel
 
 from . import keys
 from .errors import QueueCeilingReached
+from .sentinel import FollowingSentinelPool
 from .store import lua_source
 from .store import script as engine_scripts
 
@@ -318,6 +322,65 @@ class Transport(redis.Transport):
         interval = connection.client.transport_options.get("fetch_dead_after_s", DEAD_AFTER_S) / 4
         # The heartbeat also rides on every fetch; this keeps it going while every slot is busy.
         cycle._sluice_housekeeping_tref = loop.call_repeatedly(interval, _housekeeping, cycle)
+
+
+class SentinelChannel(Channel, redis.SentinelChannel):
+    """The reliable fetch over kombu's Sentinel channel, on pools that follow a failover within a second
+    (pipeline/sentinel.py): the acks and the reaper move to the new master by themselves, and the fetch connection,
+    which stays open for good, is given up as lost when the master moved, so the worker reconnects to the new one."""
+
+    from_transport_options = tuple(
+        dict.fromkeys((*Channel.from_transport_options, *redis.SentinelChannel.from_transport_options))
+    )
+    _master_checked_at = float("-inf")
+
+    def _sentinel_managed_pool(self, asynchronous=False):
+        # kombu 5.7.0's, with FollowingSentinelPool instead of redis-py's pool.
+        connparams = self._connparams(asynchronous)
+        params = {k: v for k, v in connparams.items() if k not in ("host", "port")}
+        sentinels = []
+        for url in self.connection.client.alt:
+            parts = _parse_url(url)
+            if parts.scheme == "sentinel":
+                sentinels.append((parts.hostname, parts.port or self.connection.default_port))
+        if not sentinels:
+            sentinels.append((connparams["host"], connparams["port"]))
+        manager = Sentinel(
+            sentinels,
+            min_other_sentinels=getattr(self, "min_other_sentinels", 0),
+            sentinel_kwargs=getattr(self, "sentinel_kwargs", None),
+            **params,
+        )
+        if asynchronous:
+            self._async_sentinel_manager = manager
+        else:
+            self._sentinel_manager = manager
+        if getattr(self, "master_name", None) is None:
+            raise ValueError("'master_name' transport option must be specified.")
+        credentials = {k: params[k] for k in ("username", "password") if k in params}
+        return manager.master_for(
+            self.master_name, RedisClient, connection_pool_class=FollowingSentinelPool, **credentials
+        ).connection_pool
+
+    def _brpop_start(self, timeout=None):
+        now = time.monotonic()
+        if now - self._master_checked_at >= FollowingSentinelPool.recheck_s:
+            self._master_checked_at = now
+            client = self.client
+            connection = getattr(client, "connection", None)
+            if connection is not None and client.connection_pool.moved(connection):
+                # As if the old master had gone away: the worker reconnects, and its new connection asks the
+                # sentinels. Nothing is pending on this connection (no fetch was sent), so nothing is lost.
+                raise redis_errors.ConnectionError("the Redis Sentinel master moved: reconnecting to the new one")
+        return super()._brpop_start(timeout)
+
+
+class SentinelTransport(Transport):
+    """Sluice's transport for sentinel:// URLs (kombu's spelling: ``sentinel://h1:26379;sentinel://h2:26379``,
+    with the master's name in the transport options)."""
+
+    Channel = SentinelChannel
+    default_port = redis.SentinelTransport.default_port
 
 
 def _housekeeping(cycle):

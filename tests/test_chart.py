@@ -503,3 +503,23 @@ def test_the_web_tier_runs_threaded_workers_and_https_settings():
     assert config["DJANGO_SECURE_PROXY_SSL_HEADER"] == "X-Forwarded-Proto"
     assert config["DJANGO_SECURE_SSL_REDIRECT"] == "1"
     assert config["DJANGO_SECURE_HSTS_SECONDS"] == "31536000"  # an integer, not Helm's 3.1536e+07
+
+
+def test_a_redis_ca_secret_is_mounted_in_every_pod_that_talks_to_redis():
+    objects = render_objects({"secrets": {"redisCaSecret": "redis-ca", "redisUrl": "rediss://r:6380/0"}})
+    deployments = [o for o in objects if o["kind"] == "Deployment"]
+    assert deployments
+    for deployment in deployments:
+        pod = deployment["spec"]["template"]["spec"]
+        volume = next(v for v in pod["volumes"] if v["name"] == "redis-ca")
+        assert volume["secret"] == {"secretName": "redis-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+        for container in pod["containers"]:
+            mount = next(m for m in container["volumeMounts"] if m["name"] == "redis-ca")
+            assert mount == {"name": "redis-ca", "mountPath": "/etc/sluice/redis-ca", "readOnly": True}
+    default = render_objects()
+    assert not any(
+        v["name"] == "redis-ca"
+        for o in default
+        if o["kind"] == "Deployment"
+        for v in o["spec"]["template"]["spec"]["volumes"]
+    )

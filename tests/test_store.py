@@ -69,9 +69,12 @@ def test_a_forked_child_builds_its_own_client(redis_client):
     assert store.get_redis() is parent
 
 
-def test_one_client_per_redis_however_its_url_is_spelt(redis_server):
+def test_one_client_per_url_and_one_redis_however_its_url_is_spelt(redis_server):
     url = redis_server.url
-    assert store.get_redis(url) is store.get_redis(f"{url}?socket_timeout=3")
+    other = url.replace("redis://", "redis://:@").removesuffix("/0")
+    assert store.get_redis(url) is store.get_redis(url)
+    assert store.same_redis(url, other)
+    assert store.distinct([url, other]) == [url]
     assert store.get_redis(url) is not store.get_redis(url.replace("/0", "/1"))
     store.get_redis(url.replace("/0", "/1")).ping()
 

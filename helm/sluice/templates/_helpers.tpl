@@ -183,6 +183,14 @@ affinity:
 volumes:
   - name: tmp
     emptyDir: {}
+{{- with .Values.secrets.redisCaSecret }}
+  - name: redis-ca
+    secret:
+      secretName: {{ . }}
+      items:
+        - key: ca.crt
+          path: ca.crt
+{{- end }}
 {{- end }}
 
 {{/* The secret settings every container reads, as env list items. */}}
@@ -228,4 +236,9 @@ securityContext:
 volumeMounts:
   - name: tmp
     mountPath: /tmp
+{{- if .Values.secrets.redisCaSecret }}
+  - name: redis-ca
+    mountPath: /etc/sluice/redis-ca
+    readOnly: true
+{{- end }}
 {{- end }}
