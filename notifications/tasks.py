@@ -39,6 +39,9 @@ CLAIM_TTL_S = 120
 SENT_TTL_S = 3600
 MAX_RETRIES = 5
 MAX_BACKOFF_S = 60
+#: Sends a batch, as ``batch_delivery(task, kwargs, size)``: notifications.batch builds on this module's steps, so it
+#: sets this itself when it is loaded (NotificationsConfig.ready), and this module never imports it.
+batch_delivery = None
 
 
 def claim_ttl():
@@ -62,39 +65,14 @@ class Retrying(Exception):
 
 def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, channels=None, **extra):
     """Render the event and send it on every channel of its kind (or the ``channels`` still to send)."""
-    kind_obj = sluice_settings().kinds.get(kind)
-    if kind_obj is None:
-        # Settings changed between publish and send: kept for a replay once the kind is back.
-        dead_letter(task, "unknown_kind", f"kind {kind!r} is no longer registered", channels)
-    expires_at = expiry_of(task, kind_obj)
-    extra.pop("expires_at", None)
-    context = {"kind": kind, "entity_id": entity_id, "payload": payload, "count": count, **extra}
-    # A routine fold of several events is a digest; a background collapse shows only the latest state. A fold of
-    # a coarser grain (user|kind, or the user) always reads as one, whatever the class.
-    grain = extra.get("grain", "entity")
-    subject, body = render(kind_obj, context, digest=(count > 1 and kind_obj.klass == "routine") or grain != "entity")
+    kind_obj, messages = prepare(task, notification_id, kind, user_id, entity_id, payload, count, channels, **extra)
     failed, expired = [], []
-    for channel in kind_obj.channels:
-        if channels is not None and channel not in channels:
-            continue
-        if expiry.passed(expires_at):
+    for message in messages:
+        channel = message.channel
+        if expiry.passed(message.expires_at):
             # Never sent late: a sign-in code that arrives after it expired is worse than none.
             expired.append(channel)
             continue
-        message = Message(
-            id=notification_id,
-            channel=channel,
-            kind=kind,
-            klass=kind_obj.klass,
-            user_id=user_id,
-            entity_id=entity_id,
-            subject=subject,
-            body=body,
-            payload=payload,
-            count=count,
-            first_seen=extra.get("first_seen"),
-            expires_at=expires_at,
-        )
         try:
             send_once(message)
         except expiry.Expired:
@@ -113,6 +91,46 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
         except Exception as exc:  # noqa: BLE001 - any backend failure is retried, then dead-lettered
             logger.warning("send %s on %s failed, will retry: %s", notification_id, channel, _why(exc))
             failed.append((channel, exc))
+    conclude(task, kind_obj, expired, failed)
+
+
+def prepare(task, notification_id, kind, user_id, entity_id, payload, count=1, channels=None, **extra):
+    """The event's kind and its rendered message for each channel still to send; dead-letters (raises Ignore) an
+    event whose kind is no longer registered."""
+    kind_obj = sluice_settings().kinds.get(kind)
+    if kind_obj is None:
+        # Settings changed between publish and send: kept for a replay once the kind is back.
+        dead_letter(task, "unknown_kind", f"kind {kind!r} is no longer registered", channels)
+    expires_at = expiry_of(task, kind_obj)
+    extra.pop("expires_at", None)
+    context = {"kind": kind, "entity_id": entity_id, "payload": payload, "count": count, **extra}
+    # A routine fold of several events is a digest; a background collapse shows only the latest state. A fold of
+    # a coarser grain (user|kind, or the user) always reads as one, whatever the class.
+    grain = extra.get("grain", "entity")
+    subject, body = render(kind_obj, context, digest=(count > 1 and kind_obj.klass == "routine") or grain != "entity")
+    messages = [
+        Message(
+            id=notification_id,
+            channel=channel,
+            kind=kind,
+            klass=kind_obj.klass,
+            user_id=user_id,
+            entity_id=entity_id,
+            subject=subject,
+            body=body,
+            payload=payload,
+            count=count,
+            first_seen=extra.get("first_seen"),
+            expires_at=expires_at,
+        )
+        for channel in kind_obj.channels
+        if channels is None or channel in channels
+    ]
+    return kind_obj, messages
+
+
+def conclude(task, kind_obj, expired, failed):
+    """Count the message as processed, keep its expired channels, and retry its failed ones (raises Retry)."""
     metrics.count(metrics.processed_field(kind_obj.klass))
     if expired:
         keep(task, "expired", f"not sent by its expiry ({kind_obj.expires_after_s} s after the event)", expired)
@@ -127,14 +145,8 @@ def send_once(message):
 
     The claim is atomic (claim_send.lua); a redelivered message finds "sent" and stops.
     """
-    key = keys.sent(message.id, message.channel)
-    previous, left_ms = script("claim_send")(keys=[key], args=[claim_ttl()])
-    if previous == b"sent":
-        metrics.count(metrics.sent_field(message.channel, message.klass, "duplicate"))
+    if not claim(message):
         return False
-    if previous == b"sending":
-        expires_in_s = max(1, math.ceil(left_ms / 1000)) if left_ms > 0 else claim_ttl()
-        raise ClaimedElsewhere(f"{message.id} on {message.channel} is being sent elsewhere", expires_in_s)
     status, started = "failed", None
     try:
         with gate.slot(message.channel, message.klass, message.payload, max_wait_s=gate_wait(message)):
@@ -153,14 +165,33 @@ def send_once(message):
         status = "rejected"
         raise
     finally:
-        seconds = time.perf_counter() - started if started is not None else None
-        try:
-            metrics.finish_send(key, message.channel, message.klass, status, seconds, SENT_TTL_S)
-        except RedisError as exc:
-            # After a send that went out, failing here would send it again; the claim expires by itself
-            # (claim_ttl), which is the most a redelivery waits.
-            logger.warning("send %s on %s: its end was not recorded: %s", message.id, message.channel, _why(exc))
+        record_end(message, status, time.perf_counter() - started if started is not None else None)
     return True
+
+
+def claim(message):
+    """Claim the send of ``message`` on its channel: True when this worker now owns it, False when it already went
+    out (counted as a duplicate); raises ClaimedElsewhere while another worker holds the claim."""
+    previous, left_ms = script("claim_send")(keys=[keys.sent(message.id, message.channel)], args=[claim_ttl()])
+    if previous == b"sent":
+        metrics.count(metrics.sent_field(message.channel, message.klass, "duplicate"))
+        return False
+    if previous == b"sending":
+        expires_in_s = max(1, math.ceil(left_ms / 1000)) if left_ms > 0 else claim_ttl()
+        raise ClaimedElsewhere(f"{message.id} on {message.channel} is being sent elsewhere", expires_in_s)
+    return True
+
+
+def record_end(message, status, seconds=None):
+    """End a claimed send: mark it sent (or drop the claim so a retry may send) and count it."""
+    try:
+        metrics.finish_send(
+            keys.sent(message.id, message.channel), message.channel, message.klass, status, seconds, SENT_TTL_S
+        )
+    except RedisError as exc:
+        # After a send that went out, failing here would send it again; the claim expires by itself
+        # (claim_ttl), which is the most a redelivery waits.
+        logger.warning("send %s on %s: its end was not recorded: %s", message.id, message.channel, _why(exc))
 
 
 def send_deadline(message):
@@ -256,7 +287,13 @@ def run(task, kwargs):
         kwargs = {**kwargs, "channels": list(restricted)}
         task.request.kwargs = kwargs
     try:
-        deliver(task, **kwargs)
+        size = sluice_settings().queues[class_of(task)].batch
+        if size > 1:
+            if batch_delivery is None:
+                raise RuntimeError("notifications.batch is not loaded (NotificationsConfig.ready loads it)")
+            batch_delivery(task, kwargs, size)
+        else:
+            deliver(task, **kwargs)
     except (Retry, Reject, Ignore):
         raise
     except Exception as exc:

@@ -21,6 +21,10 @@ DEFAULT_SEND_BUDGET_S = {"critical": 10, "routine": 30, "background": 30}
 # The send claim (notifications.tasks.CLAIM_TTL_S, 120 s) must outlive the attempt it guards.
 MAX_SEND_BUDGET_S = 120
 DEFAULT_DIGEST = {"flush_interval_s": 60, "max_keys": 200}
+# The most messages one send task of a class handles at once (notifications.batch): critical one at a time, so a
+# reminder never waits behind another; routine a moderate batch; background a large one, for bulk provider calls.
+DEFAULT_BATCH = {"critical": 1, "routine": 50, "background": 1000}
+MAX_BATCH = 10_000
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,8 @@ class QueueConfig:
     overflow: int
     # The most one channel's send may take in one attempt, failover included: no provider timeout exceeds it.
     send_budget_s: int = 30
+    # The most messages one send task takes from the queue and handles together (notifications.batch).
+    batch: int = 1
 
 
 MODES = ("instant", "digest", "off")
@@ -157,18 +163,35 @@ def _queues(raw):
             raise ImproperlyConfigured(
                 f"{name}['send_budget_s'] must be at most {MAX_SEND_BUDGET_S} (the send claim's lifetime), got {budget}"
             )
-        extra = set(conf) - {"capacity", "wait_ms", "ceiling", "overflow", "queue", "send_budget_s"}
+        batch = _batch(klass, conf.get("batch", DEFAULT_BATCH[klass]), f"{name}['batch']")
+        extra = set(conf) - {"capacity", "wait_ms", "ceiling", "overflow", "queue", "send_budget_s", "batch"}
         if extra:
             raise ImproperlyConfigured(f"{name} has unknown keys {sorted(extra)}")
         queue = conf.get("queue", klass)
         if not isinstance(queue, str) or not queue or queue == "celery":
             raise ImproperlyConfigured(f"{name}['queue'] must be a non-empty name other than 'celery'")
         queues[klass] = QueueConfig(
-            name=queue, capacity=capacity, wait_ms=wait_ms, ceiling=ceiling, overflow=overflow, send_budget_s=budget
+            name=queue,
+            capacity=capacity,
+            wait_ms=wait_ms,
+            ceiling=ceiling,
+            overflow=overflow,
+            send_budget_s=budget,
+            batch=batch,
         )
     if len({q.name for q in queues.values()}) != len(CLASSES):
         raise ImproperlyConfigured("SLUICE_QUEUES must give each class its own queue")
     return queues
+
+
+def _batch(klass, value, setting):
+    batch = _positive_int(value, setting)
+    if klass == "critical" and batch != 1:
+        # A critical send never waits behind another one in a batch: its latency is the point of the class.
+        raise ImproperlyConfigured(f"{setting} must be 1: critical sends go one at a time, got {batch!r}")
+    if batch > MAX_BATCH:
+        raise ImproperlyConfigured(f"{setting} must be at most {MAX_BATCH}, got {batch!r}")
+    return batch
 
 
 def _channels(raw):
