@@ -27,7 +27,7 @@ from pipeline.message import CHANNELS_HEADER
 from pipeline.signals import PUBLISHED_AT
 
 from . import expiry, providers, tasks
-from .channels import get_channel
+from .channels import get_channel, get_provider
 from .channels.base import PermanentSendError
 
 logger = logging.getLogger("sluice.batch")
@@ -60,29 +60,32 @@ def deliver_batch(task, kwargs, size):
     """Send the task's own message together with up to ``size - 1`` more of its queue; raise what the task's own
     message ends with (Retry, Ignore, Reject), as deliver() does."""
     consumer = fetch.consumer()
-    klass = tasks.class_of(task)
-    items = [Item(task, kwargs)]
-    unbatchable = []
-    for source, raw in consumer.take(sluice_settings().queues[klass].name, size - 1):
-        item = _item_of(task, source, raw)
-        if item is None:
-            unbatchable.append((source, raw))
-        else:
-            items.append(item)
-    if unbatchable:
-        # Another task's message, or a retry due later: a worker takes it next, as a message of its own.
-        consumer.give_back(unbatchable)
-    batch = Batch(items, consumer)
+    queue = sluice_settings().queues[tasks.class_of(task)].name
+
+    def take():
+        items, unbatchable = [], []
+        for source, raw in consumer.take(queue, size - 1):
+            item = _item_of(task, source, raw)
+            if item is None:
+                unbatchable.append((source, raw))
+            else:
+                items.append(item)
+        if unbatchable:
+            # Another task's message, or a retry due later: a worker takes it next, as a message of its own.
+            consumer.give_back(unbatchable)
+        return items
+
+    batch = Batch([Item(task, kwargs)], consumer, take)
     try:
         batch.run()
     except BaseException:
         # Not expected: whatever the batch took and did not end goes back (the reaper would put it back anyway
         # once this consumer's heartbeat stops); the task's own message is retried by tasks.run().
-        _give_back(consumer, [item for item in items[1:] if item.outcome is None and not item.given_back])
+        _give_back(consumer, [item for item in batch.items[1:] if item.outcome is None and not item.given_back])
         raise
-    _end_taken(consumer, items[1:])
-    if items[0].outcome is not None:
-        raise items[0].outcome
+    _end_taken(consumer, batch.items[1:])
+    if batch.items[0].outcome is not None:
+        raise batch.items[0].outcome
 
 
 def _end_taken(consumer, taken):
@@ -97,6 +100,16 @@ def _give_back(consumer, items):
     if items:
         back = consumer.give_back([item.fetched for item in items])
         logger.info("batch gave back %d of %d messages it did not start", back, len(items))
+
+
+def _send_one(message, conf):
+    """One message through the channel's providers or its backend: its result, or the exception it raised."""
+    try:
+        if conf.providers:
+            return providers.send(message, conf)
+        return get_channel(message.channel).send(message)
+    except Exception as exc:  # noqa: BLE001 - the message's own result
+        return exc
 
 
 def _item_of(task, source, raw):
@@ -124,32 +137,53 @@ def _item_of(task, source, raw):
 class Batch:
     """The sends of one batch, grouped by channel until they go out together."""
 
-    def __init__(self, items, consumer):
+    def __init__(self, items, consumer, take):
         self.items = items
         self.consumer = consumer
+        self.take = take
         self.pending = {}
         self.slots = ExitStack()
+        # Set once a critical send was seen on a channel of this batch: the batch takes no more messages.
+        self.critical_seen = False
+        self.bulk_channels = {}
 
     def run(self):
-        for item in self.items:
-            try:
-                item.kind_obj, item.messages = tasks.prepare(item.task, **item.kwargs)
-            except (Retry, Ignore, Reject) as exc:
-                item.outcome = exc
-            except Exception as exc:  # noqa: BLE001 - retried, as tasks.run() retries it
-                item.error = exc
+        self.prepare(self.items)
         try:
-            for index, item in enumerate(self.items):
-                if item.given_back or item.outcome is not None or item.error is not None:
-                    continue
-                self.consumer.alive()
-                self.send_item(index, item)
+            first = self.items[0]
+            if self.ready(first):
+                self.send_item(0, first)
+            # More messages only once the task's own passed its gate: while critical holds a channel, a batch
+            # would take messages only to give them back.
+            if first.held_back is None and not first.gate_timeout and not self.critical_seen:
+                taken = self.take()
+                self.prepare(taken)
+                self.items.extend(taken)
+            for index in range(1, len(self.items)):
+                item = self.items[index]
+                if self.ready(item):
+                    self.consumer.alive()
+                    self.send_item(index, item)
             self.flush()
         finally:
             self.slots.close()
         for item in self.items:
             if not item.given_back and item.outcome is None:
                 self.conclude(item)
+
+    @staticmethod
+    def prepare(items):
+        for item in items:
+            try:
+                item.kind_obj, item.messages = tasks.prepare(item.task, **item.kwargs)
+            except (Retry, Ignore, Reject) as exc:
+                item.outcome = exc
+            except Exception as exc:  # noqa: BLE001 - retried, as tasks.run() retries it
+                item.error = exc
+
+    @staticmethod
+    def ready(item):
+        return not item.given_back and item.outcome is None and item.error is None
 
     def send_item(self, index, item):
         for message in item.messages:
@@ -170,6 +204,9 @@ class Batch:
                 item.started = True
                 message = dataclasses.replace(message, deadline=tasks.send_deadline(message))
                 self.pending.setdefault(message.channel, []).append((item, message))
+                if not self.bulk(message.channel):
+                    # No bulk call to wait for: sent now, as a single send is, its end recorded at once.
+                    self.flush()
 
     def admit(self, index, message):
         """Pass the channel's gate for one message: at once, or after the sends waiting went out. Critical on the
@@ -183,6 +220,7 @@ class Batch:
         # Whatever holds the gate, the sends already claimed do not wait with this one.
         self.flush()
         if fetch.critical_active(channel, gate.partition_of(sluice_settings().channels[channel].gate, payload)):
+            self.critical_seen = True
             self.give_back_after(index)
         try:
             self.slots.enter_context(gate.slot(channel, klass, payload, max_wait_s=tasks.gate_wait(message)))
@@ -206,12 +244,33 @@ class Batch:
             self.slots.close()
             self.slots = ExitStack()
 
+    def bulk(self, channel):
+        """Does the channel's backend (every one of its providers') make one call for many messages?"""
+        if channel not in self.bulk_channels:
+            conf = sluice_settings().channels[channel]
+            if conf.providers:
+                backends = [get_provider(channel, provider.name) for provider in conf.providers]
+            else:
+                backends = [get_channel(channel)]
+            self.bulk_channels[channel] = all(backend.supports_send_many for backend in backends)
+        return self.bulk_channels[channel]
+
     def send_group(self, channel, group):
         conf = sluice_settings().channels[channel]
+        if self.bulk(channel):
+            self.send_bulk(channel, conf, group)
+            return
+        for item, message in group:
+            self.send_bulk(channel, conf, [(item, message)], single=True)
+
+    def send_bulk(self, channel, conf, group, single=False):
+        """One call for the group's messages; then each message's own result and its end, recorded."""
         messages = [message for _item, message in group]
         started = time.perf_counter()
         try:
-            if conf.providers:
+            if single:
+                results = [_send_one(messages[0], conf)]
+            elif conf.providers:
                 results = providers.send_many(messages, conf)
             else:
                 results = get_channel(channel).send_many(messages)

@@ -76,6 +76,13 @@ class BaseChannel:
         """Deliver ``message`` or raise a SendError; return the provider's message id, or None."""
         raise NotImplementedError(f"{type(self).__name__} must implement send()")
 
+    @property
+    def supports_send_many(self):
+        """True when send_many() is one call to the provider (a bulk API); false for the default, which loops
+        send(). A batch sends one message at a time, and records each one's end at once, through a backend
+        without it: a worker killed mid-batch then resends at most the send it was in."""
+        return type(self).send_many is not BaseChannel.send_many
+
     def send_many(self, messages):
         """Deliver several messages of this channel; return one result per message, in order: the provider's id
         (or None) for a message it accepted, or the exception that message's send raised.
