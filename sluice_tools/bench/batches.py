@@ -31,7 +31,7 @@ KINDS = {
     "board.updated": {"class": "background", "channels": ["push"]},
 }
 # The gate every send on push passes: critical first, and a hold window after each critical send.
-GATE = {"rate_per_s": 5000, "burst": 1000, "hold_ms": 100}
+GATE = {"rate_per_s": 5000, "burst": 1000, "hold_ms": 50}
 FILL_CHUNK = 1000
 
 
@@ -78,7 +78,7 @@ def throughput(redis_url, batch, count, latency_ms, per_message_ms, stdout):
     fill(count, prefix)
     channels = _channels(latency_ms, per_message_ms, gate=True)
     worker = WorkerProcess(
-        "background", redis_url, extra=["--concurrency", "1"], env=_env(channels, batch), loglevel="WARNING"
+        "background", redis_url, extra=["--concurrency", "1"], env=_env(channels, batch), loglevel="INFO"
     )
     worker.start()
     try:
@@ -124,20 +124,19 @@ class CriticalProducer(threading.Thread):
 
 
 def critical_latency(redis_url, batch, flood, seconds, rate, latency_ms, per_message_ms, stdout):
-    """Critical enqueue → sent percentiles, with a background flood drained in batches of ``batch`` (0: no flood)."""
+    """Critical enqueue → sent percentiles, with a background flood drained in batches of ``batch`` (1: single sends),
+    or with no background load (``flood`` 0)."""
     client = get_redis()
     client.delete(SENT_KEY, "background", "critical")
     channels = _channels(latency_ms, per_message_ms, gate=True)
     env = _env(channels, max(batch, 1))
-    critical = WorkerProcess("critical", redis_url, extra=["--concurrency", "2"], env=env, loglevel="WARNING")
+    critical = WorkerProcess("critical", redis_url, extra=["--concurrency", "2"], env=env, loglevel="INFO")
     workers = [critical.start()]
     try:
         if flood:
             fill(flood, f"f{batch}-")
             workers.append(
-                WorkerProcess(
-                    "background", redis_url, extra=["--concurrency", "2"], env=env, loglevel="WARNING"
-                ).start()
+                WorkerProcess("background", redis_url, extra=["--concurrency", "2"], env=env, loglevel="INFO").start()
             )
             time.sleep(2)  # the background pool is busy with batches before the first critical event
         prefix = f"c{batch}-{uuid.uuid4().hex[:6]}-"
@@ -150,7 +149,7 @@ def critical_latency(redis_url, batch, flood, seconds, rate, latency_ms, per_mes
             if len(done) >= producer.sent:
                 break
             time.sleep(0.2)
-        background_sent = sum(1 for r in sent_records(client) if r["class"] == "background")
+        background = [r for r in sent_records(client) if r["class"] == "background"]
     finally:
         for worker in workers:
             worker.stop()
@@ -162,12 +161,18 @@ def critical_latency(redis_url, batch, flood, seconds, rate, latency_ms, per_mes
         "critical_enqueued": producer.sent,
         "critical_p50_ms": round(percentile(latencies, 50), 1),
         "critical_p99_ms": round(percentile(latencies, 99), 1),
-        "background_sent_meanwhile": background_sent,
+        "background_sent_meanwhile": len(background),
+        "background_mean_call_size": round(sum(r["call_size"] for r in background) / len(background), 1)
+        if background
+        else None,
     }
+    load = (
+        "no background" if not flood else "background single sends" if batch == 1 else f"background batches of {batch}"
+    )
     stdout.write(
-        f"  critical with {'no background' if not flood else f'background batches of {batch}'}: "
-        f"p50 {result['critical_p50_ms']} ms, p99 {result['critical_p99_ms']} ms "
-        f"({len(latencies)}/{producer.sent}; {background_sent} background sent meanwhile)"
+        f"  critical with {load}: p50 {result['critical_p50_ms']} ms, p99 {result['critical_p99_ms']} ms "
+        f"({len(latencies)}/{producer.sent}; {len(background)} background sent meanwhile, "
+        f"{result['background_mean_call_size']} a provider call)"
     )
     return result
 
@@ -195,6 +200,7 @@ def run(
         batched = throughput(redis_url, batch, batched_count, latency_ms, per_message_ms, stdout)
         stdout.write(f"critical enqueue -> sent, {rate}/s for {seconds} s")
         quiet = critical_latency(redis_url, 0, 0, seconds, rate, latency_ms, per_message_ms, stdout)
+        singles = critical_latency(redis_url, 1, flood, seconds, rate, latency_ms, per_message_ms, stdout)
         loaded = critical_latency(redis_url, batch, flood, seconds, rate, latency_ms, per_message_ms, stdout)
     return {
         "provider_latency_ms_per_call": latency_ms,
@@ -205,7 +211,14 @@ def run(
         "background_batched_over_single": round(batched["per_slot_per_s"] / single["per_slot_per_s"], 1),
         "critical_p99_ms_no_background": quiet["critical_p99_ms"],
         "critical_p99_ms_background_batches": loaded["critical_p99_ms"],
+        "critical_p99_ms_background_single_sends": singles["critical_p99_ms"],
         "critical_p50_ms_no_background": quiet["critical_p50_ms"],
         "critical_p50_ms_background_batches": loaded["critical_p50_ms"],
-        "runs": {"single": single, "batched": batched, "critical_quiet": quiet, "critical_loaded": loaded},
+        "runs": {
+            "single": single,
+            "batched": batched,
+            "critical_quiet": quiet,
+            "critical_background_single": singles,
+            "critical_loaded": loaded,
+        },
     }

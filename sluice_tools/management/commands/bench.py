@@ -63,8 +63,8 @@ class Command(BaseCommand):
         batches.add_argument("--batched-count", type=int, default=20_000, help="messages drained in batches")
         batches.add_argument("--latency-ms", type=float, default=20.0, help="the provider's cost of one call")
         batches.add_argument("--per-message-ms", type=float, default=0.2, help="its cost of each message in a call")
-        batches.add_argument("--seconds", type=float, default=20.0, help="how long critical events arrive")
-        batches.add_argument("--rate", type=float, default=10.0, help="critical events a second")
+        batches.add_argument("--seconds", type=float, default=25.0, help="how long critical events arrive")
+        batches.add_argument("--rate", type=float, default=4.0, help="critical events a second")
         batches.add_argument("--flood", type=int, default=60_000, help="background messages drained meanwhile")
         for command in sub.choices.values():
             command.add_argument("--json", dest="json_path", help="also write the figures to this file")
