@@ -33,6 +33,7 @@ KINDS = {
 # The gate every send on push passes: critical first, and a hold window after each critical send.
 GATE = {"rate_per_s": 5000, "burst": 1000, "hold_ms": 50}
 FILL_CHUNK = 1000
+SWEEP = (10, 50, 200)
 
 
 def _channels(latency_ms, per_message_ms, gate):
@@ -198,6 +199,12 @@ def run(
         )
         single = throughput(redis_url, 1, single_count, latency_ms, per_message_ms, stdout)
         batched = throughput(redis_url, batch, batched_count, latency_ms, per_message_ms, stdout)
+        # Smaller batches, for choosing a size: each drains 30 batches' worth.
+        sweep = {
+            size: throughput(redis_url, size, size * 30, latency_ms, per_message_ms, stdout)["per_slot_per_s"]
+            for size in SWEEP
+            if 1 < size < batch
+        }
         stdout.write(f"critical enqueue -> sent, {rate}/s for {seconds} s")
         quiet = critical_latency(redis_url, 0, 0, seconds, rate, latency_ms, per_message_ms, stdout)
         singles = critical_latency(redis_url, 1, flood, seconds, rate, latency_ms, per_message_ms, stdout)
@@ -209,6 +216,11 @@ def run(
         "background_per_slot_per_s_single": single["per_slot_per_s"],
         "background_per_slot_per_s_batched": batched["per_slot_per_s"],
         "background_batched_over_single": round(batched["per_slot_per_s"] / single["per_slot_per_s"], 1),
+        "background_per_slot_per_s_by_batch": {
+            1: single["per_slot_per_s"],
+            **sweep,
+            batch: batched["per_slot_per_s"],
+        },
         "critical_p99_ms_no_background": quiet["critical_p99_ms"],
         "critical_p99_ms_background_batches": loaded["critical_p99_ms"],
         "critical_p99_ms_background_single_sends": singles["critical_p99_ms"],
