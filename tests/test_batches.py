@@ -69,6 +69,7 @@ def channels(settings, backend, gate=None):
 @pytest.mark.timeout(60)
 def test_a_batch_sends_each_message_once_in_one_bulk_call_with_its_own_claim(worker_on, settings, redis_client):
     channels(settings, LOCMEM)
+    settings.SLUICE_QUEUES = {"background": {"batch": 1000}}
     ids = enqueue(redis_client, 40)
     with worker_on():
         assert wait_for(lambda: len(locmem.outbox) >= 40)
@@ -213,7 +214,7 @@ def test_critical_batches_are_refused_and_sizes_are_checked(settings):
         sluice_settings()
     settings.SLUICE_QUEUES = {}
     queues = sluice_settings().queues
-    assert (queues["critical"].batch, queues["routine"].batch, queues["background"].batch) == (1, 50, 1000)
+    assert (queues["critical"].batch, queues["routine"].batch, queues["background"].batch) == (1, 50, 200)
 
 
 @pytest.mark.slow

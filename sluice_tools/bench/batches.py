@@ -33,7 +33,7 @@ KINDS = {
 # The gate every send on push passes: critical first, and a hold window after each critical send.
 GATE = {"rate_per_s": 5000, "burst": 1000, "hold_ms": 50}
 FILL_CHUNK = 1000
-SWEEP = (10, 50, 200)
+SWEEP = (10, 50, 200, 1000)
 
 
 def _channels(latency_ms, per_message_ms, gate):
@@ -199,11 +199,13 @@ def run(
         )
         single = throughput(redis_url, 1, single_count, latency_ms, per_message_ms, stdout)
         batched = throughput(redis_url, batch, batched_count, latency_ms, per_message_ms, stdout)
-        # Smaller batches, for choosing a size: each drains 30 batches' worth.
+        # Other sizes, for choosing one: each drains 30 batches' worth (10 of the largest).
         sweep = {
-            size: throughput(redis_url, size, size * 30, latency_ms, per_message_ms, stdout)["per_slot_per_s"]
+            size: throughput(redis_url, size, size * (30 if size <= 200 else 10), latency_ms, per_message_ms, stdout)[
+                "per_slot_per_s"
+            ]
             for size in SWEEP
-            if 1 < size < batch
+            if size != batch
         }
         stdout.write(f"critical enqueue -> sent, {rate}/s for {seconds} s")
         quiet = critical_latency(redis_url, 0, 0, seconds, rate, latency_ms, per_message_ms, stdout)

@@ -58,9 +58,9 @@ class Command(BaseCommand):
         batches = sub.add_parser(
             "batches", help="background throughput per slot, batched against single sends; critical p99 meanwhile"
         )
-        batches.add_argument("--batch", type=int, default=1000, help="background batch size measured against 1")
+        batches.add_argument("--batch", type=int, default=200, help="background batch size measured against 1")
         batches.add_argument("--single-count", type=int, default=400, help="messages drained with single sends")
-        batches.add_argument("--batched-count", type=int, default=20_000, help="messages drained in batches")
+        batches.add_argument("--batched-count", type=int, default=10_000, help="messages drained in batches")
         batches.add_argument("--latency-ms", type=float, default=20.0, help="the provider's cost of one call")
         batches.add_argument("--per-message-ms", type=float, default=0.2, help="its cost of each message in a call")
         batches.add_argument("--seconds", type=float, default=25.0, help="how long critical events arrive")
