@@ -95,8 +95,8 @@ def consumer():
 
 
 def critical_active(channel, partition=""):
-    """True while a critical send waits on ``channel``'s gate, or within its hold window after the last one: a
-    batch then gives back the messages it has not started."""
+    """True while a critical send waits on ``channel``'s gate (its partition's, or the whole channel's room), or
+    within its hold window after the last one: a batch then gives back the messages it has not started."""
     gate = sluice_settings().channels[channel].gate
     if gate is None or not sluice_settings().gate_enabled:
         return False
@@ -104,8 +104,10 @@ def critical_active(channel, partition=""):
     pipe = get_redis().pipeline(transaction=True)
     # The waiter that expires last: any live one means a critical send is waiting now.
     pipe.time().hget(state, "cl").zrange(waiting, -1, -1, withscores=True)
-    (seconds, micros), last_critical, waiters = pipe.execute()
+    if gate.partition_by:
+        pipe.zrange(keys.gate_channel(channel)[1], -1, -1, withscores=True)
+    (seconds, micros), last_critical, *waiters = pipe.execute()
     now_ms = seconds * 1000 + micros // 1000
-    if any(expires > now_ms for _lease, expires in waiters):
+    if any(expires > now_ms for found in waiters for _lease, expires in found):
         return True
     return last_critical is not None and 0 <= now_ms - float(last_critical) < gate.hold_ms

@@ -253,3 +253,25 @@ def test_a_worker_killed_mid_batch_loses_nothing(redis_server, redis_client):
     # A duplicate only from the send under way when the kill came: the provider returned, "sent" was not recorded.
     assert len(records) - len(set(records)) <= 1
     assert redis_client.llen("background") == 0
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_critical_active_sees_a_waiting_critical_and_the_hold_window(redis_client, settings, partitioned):
+    from pipeline import gate
+
+    limits = {"partition_by": "brand", "partition_rate_per_s": 1, "rate_per_s": 1} if partitioned else {}
+    channels(settings, LOCMEM, gate={"rate_per_s": 1, "burst": 1, "hold_ms": 300, **limits})
+    payload = {"brand": "acme"}
+    partition = "acme" if partitioned else ""
+    assert not fetch.critical_active("push", partition)
+    with gate.slot("push", "critical", payload):
+        pass
+    assert fetch.critical_active("push", partition)  # the hold window after a critical send
+    time.sleep(0.35)
+    assert not fetch.critical_active("push", partition)
+    with pytest.raises(gate.GateTimeout):
+        with gate.slot("push", "critical", payload, max_wait_s=0):  # no token: it waits (registered as waiting)
+            pass
+    assert fetch.critical_active("push", partition)
+    assert not fetch.critical_active("email")  # no gate on email
