@@ -60,11 +60,13 @@ def deliver_batch(task, kwargs, size):
     """Send the task's own message together with up to ``size - 1`` more of its queue; raise what the task's own
     message ends with (Retry, Ignore, Reject), as deliver() does."""
     consumer = fetch.consumer()
-    queue = sluice_settings().queues[tasks.class_of(task)].name
+    klass = tasks.class_of(task)
+    queue = sluice_settings().queues[klass]
+    size = min(size, 1 + fetch.share_of_margin(queue, klass))
 
     def take():
         items, unbatchable = [], []
-        for source, raw in consumer.take(queue, size - 1):
+        for source, raw in consumer.take(queue.name, size - 1):
             item = _item_of(task, source, raw)
             if item is None:
                 unbatchable.append((source, raw))
@@ -79,13 +81,24 @@ def deliver_batch(task, kwargs, size):
     try:
         batch.run()
     except BaseException:
-        # Not expected: whatever the batch took and did not end goes back (the reaper would put it back anyway
-        # once this consumer's heartbeat stops); the task's own message is retried by tasks.run().
-        _give_back(consumer, [item for item in batch.items[1:] if item.outcome is None and not item.given_back])
+        # Not expected: whatever the batch took and did not end goes back; the task's own message is retried by
+        # tasks.run().
+        _end_or_retire(consumer, _give_back, [item for item in batch.items[1:] if item.outcome is None])
         raise
-    _end_taken(consumer, batch.items[1:])
+    _end_or_retire(consumer, _end_taken, batch.items[1:])
     if batch.items[0].outcome is not None:
         raise batch.items[0].outcome
+
+
+def _end_or_retire(consumer, end, items):
+    """End the taken messages with ``end``; when that fails (Redis went away), retire this batch consumer: it stops
+    saying it is alive, so a reaper puts back what it still holds, and this thread's next batch takes under a new
+    identity. Without that, the next batch's heartbeat would keep those messages held forever."""
+    try:
+        end(consumer, items)
+    except BaseException:
+        fetch.retire(consumer)
+        raise
 
 
 def _end_taken(consumer, taken):

@@ -94,6 +94,22 @@ def consumer():
     return current
 
 
+def retire(batch_consumer):
+    """Stop using ``batch_consumer`` in this thread: its heartbeat lapses and a reaper puts back what it holds."""
+    if getattr(_local, "consumer", None) is batch_consumer:
+        _local.consumer = None
+
+
+def share_of_margin(queue, klass):
+    """The most messages one batch of ``klass`` takes besides its own: its slot's share of the room between the
+    queue's capacity and its hard ceiling (the class's pool profile gives the slots). Taken messages leave the
+    queue's count, so admission refills it; when every slot gives its batch back at once (critical arrived, a
+    worker died), the queue still stays within its ceiling."""
+    from .profiles import PROFILES
+
+    return max(0, (queue.ceiling - queue.capacity) // PROFILES[klass].concurrency)
+
+
 def critical_active(channel, partition=""):
     """True while a critical send waits on ``channel``'s gate (its partition's, or the whole channel's room), or
     within its hold window after the last one: a batch then gives back the messages it has not started."""

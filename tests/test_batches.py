@@ -275,3 +275,33 @@ def test_critical_active_sees_a_waiting_critical_and_the_hold_window(redis_clien
             pass
     assert fetch.critical_active("push", partition)
     assert not fetch.critical_active("email")  # no gate on email
+
+
+@pytest.mark.timeout(60)
+def test_a_batch_takes_no_more_than_its_share_of_the_ceiling_margin(worker_on, settings, redis_client):
+    # Capacity 40, ceiling 56: 16 messages of margin for the 8 slots of background's profile, 2 each.
+    channels(settings, LOCMEM)
+    settings.SLUICE_QUEUES = {"background": {"capacity": 40, "ceiling": 56, "batch": 1000}}
+    ids = enqueue(redis_client, 9)
+    with worker_on():
+        assert wait_for(lambda: len(locmem.outbox) >= 9)
+    assert sorted(m.id for m in locmem.outbox) == ids
+    assert [len(call) for call in locmem.bulk_calls] == [3, 3, 3]
+
+
+@pytest.mark.timeout(30)
+def test_a_consumer_that_could_not_end_its_batch_is_retired(redis_client):
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from notifications.batch import _end_or_retire
+
+    current = fetch.consumer()
+
+    def end(consumer, items):
+        raise RedisConnectionError("Redis went away")
+
+    with pytest.raises(RedisConnectionError):
+        _end_or_retire(current, end, [])
+    # The next batch of this thread takes under a new identity; the old one's heartbeat lapses, and a reaper
+    # puts back what it still holds.
+    assert fetch.consumer() is not current
