@@ -115,6 +115,20 @@ def _give_back(consumer, items):
         logger.info("batch gave back %d of %d messages it did not start", back, len(items))
 
 
+def _group_limit(channel):
+    """The most claimed sends of ``channel`` one bulk call carries: its gate's burst when it has a rate limit (so a
+    call never sends more at one instant than the token bucket allows), else no limit."""
+    gate_conf = sluice_settings().channels[channel].gate
+    if gate_conf is None or not sluice_settings().gate_enabled:
+        return float("inf")
+    bursts = []
+    if gate_conf.rate_per_s:
+        bursts.append(gate_conf.burst)
+    if gate_conf.partition_by and (gate_conf.partition_rate_per_s or gate_conf.rate_per_s):
+        bursts.append(gate_conf.partition_burst or gate_conf.burst)
+    return max(1, min(bursts)) if bursts else float("inf")
+
+
 def _send_one(message, conf):
     """One message through the channel's providers or its backend: its result, or the exception it raised."""
     try:
@@ -216,9 +230,11 @@ class Batch:
             if claimed:
                 item.started = True
                 message = dataclasses.replace(message, deadline=tasks.send_deadline(message))
-                self.pending.setdefault(message.channel, []).append((item, message))
-                if not self.bulk(message.channel):
-                    # No bulk call to wait for: sent now, as a single send is, its end recorded at once.
+                group = self.pending.setdefault(message.channel, [])
+                group.append((item, message))
+                if not self.bulk(message.channel) or len(group) >= _group_limit(message.channel):
+                    # No bulk call to wait for, or as many sends as the channel's rate allows at one instant: sent
+                    # now, as a single send is, so a send never starts long after the gate granted it.
                     self.flush()
 
     def admit(self, index, message):

@@ -221,10 +221,10 @@ def test_critical_batches_are_refused_and_sizes_are_checked(settings):
 @pytest.mark.timeout(180)
 @pytest.mark.expected_errors("exited with .signal 9")
 def test_a_worker_killed_mid_batch_loses_nothing(redis_server, redis_client):
-    # bulk false: one message a call, so the batch is still under way when it is killed.
+    # No bulk call: one message a call, so the batch is still under way when it is killed.
     provider = {
         "backend": "sluice_tools.bench.provider.SimulatedProvider",
-        "options": {"latency_ms": 30, "bulk": False},
+        "options": {"latency_ms": 30},
     }
     channels_conf = {name: provider for name in ("email", "sms", "push")}
     ids = enqueue(redis_client, 300)
@@ -305,3 +305,15 @@ def test_a_consumer_that_could_not_end_its_batch_is_retired(redis_client):
     # The next batch of this thread takes under a new identity; the old one's heartbeat lapses, and a reaper
     # puts back what it still holds.
     assert fetch.consumer() is not current
+
+
+@pytest.mark.timeout(60)
+def test_a_bulk_call_carries_no_more_than_the_gates_burst(worker_on, settings, redis_client):
+    # A rate-limited channel: a call never sends more at one instant than the token bucket holds.
+    channels(settings, LOCMEM, gate={"rate_per_s": 1000, "burst": 5})
+    ids = enqueue(redis_client, 12)
+    with worker_on():
+        assert wait_for(lambda: len(locmem.outbox) >= 12)
+    assert sorted(m.id for m in locmem.outbox) == ids
+    assert max(len(call) for call in locmem.bulk_calls) <= 5
+    assert sum(len(call) for call in locmem.bulk_calls) == 12

@@ -37,7 +37,10 @@ SWEEP = (10, 50, 200, 1000)
 
 
 def _channels(latency_ms, per_message_ms, gate):
-    push = {"backend": PROVIDER, "options": {"latency_ms": latency_ms, "per_message_ms": per_message_ms}}
+    push = {
+        "backend": PROVIDER,
+        "options": {"latency_ms": latency_ms, "per_message_ms": per_message_ms, "bulk": True},
+    }
     if gate:
         push.update(GATE)
     other = {"backend": PROVIDER, "options": {"latency_ms": latency_ms}}

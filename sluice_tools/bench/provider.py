@@ -18,12 +18,13 @@ SENT_KEY = "sluice:bench:sent"
 class SimulatedProvider(BaseChannel):
     """Options: ``latency_ms`` (time one call takes: a round trip), ``per_message_ms`` (time each message of a
     call adds, default 0), ``rate_per_s`` (the provider's own limit on calls, shared by every worker; a caller
-    waits its turn), ``record`` (default true: RPUSH one JSON line per message sent), ``bulk`` (default true:
-    send_many is one call; false: the backend has no bulk call and sends one message a call)."""
+    waits its turn), ``record`` (default true: RPUSH one JSON line per message sent), ``bulk`` (default false: the
+    backend has no bulk call and sends one message a call, as the benchmarks before batches measured; true:
+    send_many is one call for all its messages)."""
 
     @property
     def supports_send_many(self):
-        return self.options.get("bulk", True)
+        return bool(self.options.get("bulk", False))
 
     def send(self, message):
         self._call([message])
