@@ -11,7 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from notifications import tasks
 from notifications.channels import locmem
-from notifications.channels.base import BaseChannel
+from notifications.channels.base import BaseChannel, PermanentSendError, TransientSendError
 from pipeline import batch as fetch
 from pipeline import deadletters, keys
 from pipeline.celery import app
@@ -317,3 +317,53 @@ def test_a_bulk_call_carries_no_more_than_the_gates_burst(worker_on, settings, r
     assert sorted(m.id for m in locmem.outbox) == ids
     assert max(len(call) for call in locmem.bulk_calls) <= 5
     assert sum(len(call) for call in locmem.bulk_calls) == 12
+
+
+class BulkProvider(BaseChannel):
+    """A provider with a bulk call: ids in ``options["down_for"]`` fail transiently, in ``"refuse"`` permanently."""
+
+    calls = []
+
+    def send(self, message):
+        raise AssertionError("a bulk provider is called in bulk")
+
+    def send_many(self, messages):
+        BulkProvider.calls.append((self.provider, [m.id for m in messages]))
+        results = []
+        for m in messages:
+            if m.id in self.options.get("refuse", ()):
+                results.append(PermanentSendError("bad recipient"))
+            elif m.id in self.options.get("down_for", ()):
+                results.append(TransientSendError("try later"))
+            else:
+                results.append(f"{self.provider}-{m.id}")
+        return results
+
+
+@pytest.mark.django_db
+@pytest.mark.timeout(30)
+def test_bulk_failover_moves_only_the_messages_that_failed(redis_client, settings):
+    from notifications import providers
+    from notifications.channels.base import Message
+
+    backend = "tests.test_batches.BulkProvider"
+    settings.SLUICE_CHANNELS = {
+        "push": {
+            "providers": [
+                {"name": "a", "backend": backend, "options": {"down_for": ["m1", "m3"], "refuse": ["m2"]}},
+                {"name": "b", "backend": backend, "options": {"down_for": ["m3"]}},
+            ]
+        },
+        "email": {"backend": LOCMEM},
+        "sms": {"backend": LOCMEM},
+    }
+    BulkProvider.calls = []
+    messages = [Message(f"m{i}", "push", KIND, "background", 1, f"e{i}", "s", "b") for i in range(4)]
+    results = providers.send_many(messages, sluice_settings().channels["push"])
+    assert BulkProvider.calls == [("a", ["m0", "m1", "m2", "m3"]), ("b", ["m1", "m3"])]
+    assert results[0] == ("a", "a-m0")
+    assert results[1] == ("b", "b-m1")
+    assert isinstance(results[2], PermanentSendError)
+    assert isinstance(results[3], TransientSendError)
+    assert "a: TransientSendError" in str(results[3])
+    assert "b: TransientSendError" in str(results[3])
