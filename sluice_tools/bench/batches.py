@@ -127,7 +127,7 @@ class CriticalProducer(threading.Thread):
             time.sleep(1 / self.rate)
 
 
-def critical_latency(redis_url, batch, flood, seconds, rate, latency_ms, per_message_ms, stdout):
+def critical_latency(redis_url, batch, flood, seconds, rate, latency_ms, per_message_ms, stdout, slots=2):
     """Critical enqueue → sent percentiles, with a background flood drained in batches of ``batch`` (1: single sends),
     or with no background load (``flood`` 0)."""
     client = get_redis()
@@ -138,7 +138,7 @@ def critical_latency(redis_url, batch, flood, seconds, rate, latency_ms, per_mes
     workers = [critical.start()]
     try:
         if flood:
-            fill(flood, f"f{batch}-")
+            fill(flood, f"f{batch}-{uuid.uuid4().hex[:6]}-")
             workers.append(
                 WorkerProcess("background", redis_url, extra=["--concurrency", "2"], env=env, loglevel="INFO").start()
             )
