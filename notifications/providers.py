@@ -61,5 +61,80 @@ def send(message, channel):
     raise error
 
 
+def send_many(messages, channel):
+    """Send several messages of ``channel`` (a ChannelConfig) with each provider's bulk call, in failover order;
+    return one result per message: (provider, provider's id) when one accepted it, else the exception it ends with.
+
+    The rules are send()'s, per message: a transient failure moves that message to the next provider, a permanent
+    one is its result, and a message that expired or ran out of its send budget on the way stops there. One bulk
+    call is one call for the provider's breaker: "failed" only when it accepted none and refused none.
+    """
+    results = [None] * len(messages)
+    tried = [[] for _message in messages]
+    waits = []
+    remaining = list(range(len(messages)))
+    for provider in channel.providers:
+        remaining = _still_sendable(messages, remaining, results, tried, provider.name)
+        if not remaining:
+            break
+        permit = breaker.allow(channel.name, provider.name, provider.breaker)
+        if not permit.allowed:
+            for index in remaining:
+                tried[index].append(f"{provider.name}: breaker {permit.state}")
+            waits.append(permit.probes_in_s)
+            continue
+        started = time.perf_counter()
+        try:
+            answers = get_provider(channel.name, provider.name).send_many([messages[i] for i in remaining])
+        except Exception as exc:  # noqa: BLE001 - a bulk call that failed as a whole failed for every message in it
+            answers = [exc] * len(remaining)
+        outcomes, failed = set(), []
+        for index, answer in zip(remaining, answers, strict=True):
+            if isinstance(answer, PermanentSendError):
+                outcomes.add("rejected")
+                results[index] = answer
+            elif isinstance(answer, BaseException):
+                tried[index].append(f"{provider.name}: {type(answer).__name__}: {str(answer)[:ERROR_CHARS]}")
+                failed.append(index)
+            else:
+                outcomes.add("accepted")
+                delivery.record_sent(messages[index], provider.name, answer)
+                results[index] = (provider.name, answer)
+        outcome = "accepted" if "accepted" in outcomes else "rejected" if outcomes else "failed"
+        breaker.record(channel.name, provider.name, provider.breaker, outcome, _since(started), permit)
+        if failed:
+            logger.info(
+                "bulk send on %s: provider %s failed %d of %d, trying the next",
+                channel.name,
+                provider.name,
+                len(failed),
+                len(remaining),
+            )
+        remaining = failed
+    for index in remaining:
+        error = TransientSendError(f"no provider accepted the send: {'; '.join(tried[index])}")
+        if len(waits) == len(channel.providers) and None not in waits:
+            error.retry_after_s = max(1.0, min(waits))
+        results[index] = error
+    for index, result in enumerate(results):
+        if result is None:
+            results[index] = TransientSendError(f"no provider accepted the send: {'; '.join(tried[index])}")
+    return results
+
+
+def _still_sendable(messages, indexes, results, tried, provider):
+    """The messages among ``indexes`` that may still go to a provider; the others get their result now."""
+    kept = []
+    for index in indexes:
+        message = messages[index]
+        if expiry.passed(message.expires_at):
+            results[index] = expiry.Expired(f"expired before a provider accepted it ({'; '.join(tried[index])})")
+        elif message.deadline is not None and time.monotonic() >= message.deadline:
+            tried[index].append(f"{provider}: no time left in the send budget")
+        else:
+            kept.append(index)
+    return kept
+
+
 def _since(started):
     return time.perf_counter() - started

@@ -37,6 +37,9 @@ CLAIM_TTL_S = 120
 # visibility timeout, one unacked sweep and time back in the queue), in a hash of its time bucket.
 MAX_RETRIES = 5
 MAX_BACKOFF_S = 60
+#: Sends a batch, as ``batch_delivery(task, kwargs, size)``: notifications.batch builds on this module's steps, so it
+#: sets this itself when it is loaded (NotificationsConfig.ready), and this module never imports it.
+batch_delivery = None
 
 
 def claim_ttl():
@@ -60,43 +63,20 @@ class Retrying(Exception):
 
 def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, channels=None, **extra):
     """Render the event and send it on every channel of its kind (or the ``channels`` still to send)."""
-    kind_obj = sluice_settings().kinds.get(kind)
-    if kind_obj is None:
-        # Settings changed between publish and send: kept for a replay once the kind is back.
-        dead_letter(task, "unknown_kind", f"kind {kind!r} is no longer registered", channels)
-    expires_at = expiry_of(task, kind_obj)
-    extra.pop("expires_at", None)
-    context = {"kind": kind, "entity_id": entity_id, "payload": payload, "count": count, **extra}
-    # A routine fold of several events is a digest; a background collapse shows only the latest state. A fold of
-    # a coarser grain (user|kind, or the user) always reads as one, whatever the class.
-    grain = extra.get("grain", "entity")
-    subject, body = render(kind_obj, context, digest=(count > 1 and kind_obj.klass == "routine") or grain != "entity")
+    kind_obj, messages = prepare(task, notification_id, kind, user_id, entity_id, payload, count, channels, **extra)
     failed, expired, counted = [], [], []
-    todo = [channel for channel in kind_obj.channels if channels is None or channel in channels]
     processed = metrics.processed_field(kind_obj.klass)
-    for channel in todo:
-        if expiry.passed(expires_at):
+    published_at = getattr(task.request, PUBLISHED_AT, None)
+    for message in messages:
+        channel = message.channel
+        if expiry.passed(message.expires_at):
             # Never sent late: a sign-in code that arrives after it expired is worse than none.
             expired.append(channel)
             continue
-        message = Message(
-            id=notification_id,
-            channel=channel,
-            kind=kind,
-            klass=kind_obj.klass,
-            user_id=user_id,
-            entity_id=entity_id,
-            subject=subject,
-            body=body,
-            payload=payload,
-            count=count,
-            first_seen=extra.get("first_seen"),
-            expires_at=expires_at,
-        )
         try:
             # The last channel's end counts the message as processed in the same round trip.
-            counting = (processed, counted) if channel == todo[-1] else None
-            send_once(message, published_at=getattr(task.request, PUBLISHED_AT, None), count=counting)
+            counting = (processed, counted) if message is messages[-1] else None
+            send_once(message, published_at=published_at, count=counting)
         except expiry.Expired:
             expired.append(channel)
         except PermanentSendError as exc:
@@ -113,8 +93,49 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
         except Exception as exc:  # noqa: BLE001 - any backend failure is retried, then dead-lettered
             logger.warning("send %s on %s failed, will retry: %s", notification_id, channel, _why(exc))
             failed.append((channel, exc))
+    conclude(task, kind_obj, expired, failed, counted=bool(counted))
+
+
+def prepare(task, notification_id, kind, user_id, entity_id, payload, count=1, channels=None, **extra):
+    """The event's kind and its rendered message for each channel still to send; dead-letters (raises Ignore) an
+    event whose kind is no longer registered."""
+    kind_obj = sluice_settings().kinds.get(kind)
+    if kind_obj is None:
+        # Settings changed between publish and send: kept for a replay once the kind is back.
+        dead_letter(task, "unknown_kind", f"kind {kind!r} is no longer registered", channels)
+    expires_at = expiry_of(task, kind_obj)
+    extra.pop("expires_at", None)
+    context = {"kind": kind, "entity_id": entity_id, "payload": payload, "count": count, **extra}
+    # A routine fold of several events is a digest; a background collapse shows only the latest state. A fold of
+    # a coarser grain (user|kind, or the user) always reads as one, whatever the class.
+    grain = extra.get("grain", "entity")
+    subject, body = render(kind_obj, context, digest=(count > 1 and kind_obj.klass == "routine") or grain != "entity")
+    messages = [
+        Message(
+            id=notification_id,
+            channel=channel,
+            kind=kind,
+            klass=kind_obj.klass,
+            user_id=user_id,
+            entity_id=entity_id,
+            subject=subject,
+            body=body,
+            payload=payload,
+            count=count,
+            first_seen=extra.get("first_seen"),
+            expires_at=expires_at,
+        )
+        for channel in kind_obj.channels
+        if channels is None or channel in channels
+    ]
+    return kind_obj, messages
+
+
+def conclude(task, kind_obj, expired, failed, counted=False):
+    """Count the message as processed (unless its last send's end did), keep its expired channels, and retry its
+    failed ones (raises Retry)."""
     if not counted:
-        metrics.count(processed, klass=kind_obj.klass)
+        metrics.count(metrics.processed_field(kind_obj.klass), klass=kind_obj.klass)
     if expired:
         keep(task, "expired", f"not sent by its expiry ({kind_obj.expires_after_s} s after the event)", expired)
     if failed:
@@ -130,17 +151,8 @@ def send_once(message, published_at=None, count=None):
     message was first published) narrows the mark buckets looked in: its mark cannot be older. ``count`` is
     (counter field, list): the send's end adds one to that counter too, and appends to the list once it has.
     """
-    key = keys.sent(message.id, message.channel)
-    mark = marks.field(message.id, message.channel)
-    previous, left_ms = script("claim_send", on=class_redis(message.klass))(
-        keys=[key, *marks.candidates(mark, since=published_at)], args=[claim_ttl(), mark]
-    )
-    if previous == b"sent":
-        metrics.count(metrics.sent_field(message.channel, message.klass, "duplicate"), klass=message.klass)
+    if not claim(message, published_at):
         return False
-    if previous == b"sending":
-        expires_in_s = max(1, math.ceil(left_ms / 1000)) if left_ms > 0 else claim_ttl()
-        raise ClaimedElsewhere(f"{message.id} on {message.channel} is being sent elsewhere", expires_in_s)
     status, started, requeued = "failed", None, False
     try:
         with gate.slot(message.channel, message.klass, message.payload, max_wait_s=gate_wait(message)):
@@ -164,18 +176,50 @@ def send_once(message, published_at=None, count=None):
     finally:
         seconds = time.perf_counter() - started if started is not None else None
         also = count[0] if count and not requeued else ""
-        try:
-            mark_key, expire_at = marks.write_target(mark)
-            metrics.finish_send(
-                key, message.channel, message.klass, status, seconds, (mark_key, mark, expire_at), also_count=also
-            )
-            if also:
-                count[1].append(also)
-        except RedisError as exc:
-            # After a send that went out, failing here would send it again; the claim expires by itself
-            # (claim_ttl), which is the most a redelivery waits.
-            logger.warning("send %s on %s: its end was not recorded: %s", message.id, message.channel, _why(exc))
+        if record_end(message, status, seconds, also_count=also) and also:
+            count[1].append(also)
     return True
+
+
+def claim(message, published_at=None):
+    """Claim the send of ``message`` on its channel: True when this worker now owns it, False when it already went
+    out (counted as a duplicate); raises ClaimedElsewhere while another worker holds the claim. ``published_at``
+    (when the message was first published) narrows the mark buckets looked in: its mark cannot be older."""
+    mark = marks.field(message.id, message.channel)
+    previous, left_ms = script("claim_send", on=class_redis(message.klass))(
+        keys=[keys.sent(message.id, message.channel), *marks.candidates(mark, since=published_at)],
+        args=[claim_ttl(), mark],
+    )
+    if previous == b"sent":
+        metrics.count(metrics.sent_field(message.channel, message.klass, "duplicate"), klass=message.klass)
+        return False
+    if previous == b"sending":
+        expires_in_s = max(1, math.ceil(left_ms / 1000)) if left_ms > 0 else claim_ttl()
+        raise ClaimedElsewhere(f"{message.id} on {message.channel} is being sent elsewhere", expires_in_s)
+    return True
+
+
+def record_end(message, status, seconds=None, also_count=""):
+    """End a claimed send: mark it sent (or drop the claim so a retry may send) and count it, with one more
+    counter field ``also_count`` in the same round trip. True when it was recorded."""
+    mark = marks.field(message.id, message.channel)
+    try:
+        mark_key, expire_at = marks.write_target(mark)
+        metrics.finish_send(
+            keys.sent(message.id, message.channel),
+            message.channel,
+            message.klass,
+            status,
+            seconds,
+            (mark_key, mark, expire_at),
+            also_count=also_count,
+        )
+        return True
+    except RedisError as exc:
+        # After a send that went out, failing here would send it again; the claim expires by itself
+        # (claim_ttl), which is the most a redelivery waits.
+        logger.warning("send %s on %s: its end was not recorded: %s", message.id, message.channel, _why(exc))
+        return False
 
 
 def send_deadline(message):
@@ -271,7 +315,13 @@ def run(task, kwargs):
         kwargs = {**kwargs, "channels": list(restricted)}
         task.request.kwargs = kwargs
     try:
-        deliver(task, **kwargs)
+        size = sluice_settings().queues[class_of(task)].batch
+        if size > 1:
+            if batch_delivery is None:
+                raise RuntimeError("notifications.batch is not loaded (NotificationsConfig.ready loads it)")
+            batch_delivery(task, kwargs, size)
+        else:
+            deliver(task, **kwargs)
     except (Retry, Reject, Ignore):
         raise
     except Exception as exc:

@@ -59,7 +59,7 @@ class SuppressedRecipient(PermanentSendError):
 
 
 class BaseChannel:
-    """Subclasses implement send(message).
+    """Subclasses implement send(message), and may implement send_many(messages) for a provider's bulk call.
 
     send() returns once the provider accepted the message, or raises: TransientSendError to be
     retried, PermanentSendError to give up. Any other exception counts as transient. It may return
@@ -75,3 +75,26 @@ class BaseChannel:
     def send(self, message):
         """Deliver ``message`` or raise a SendError; return the provider's message id, or None."""
         raise NotImplementedError(f"{type(self).__name__} must implement send()")
+
+    @property
+    def supports_send_many(self):
+        """True when send_many() is one call to the provider (a bulk API); false for the default, which loops
+        send(). A batch sends one message at a time, and records each one's end at once, through a backend
+        without it: a worker killed mid-batch then resends at most the send it was in."""
+        return type(self).send_many is not BaseChannel.send_many
+
+    def send_many(self, messages):
+        """Deliver several messages of this channel; return one result per message, in order: the provider's id
+        (or None) for a message it accepted, or the exception that message's send raised.
+
+        A backend whose provider has a bulk call (an FCM-style multicast, a bulk email API) overrides this to make
+        one call for all of them; it reports each message's own outcome, never one for the whole call. This default
+        sends them one at a time. It never waits past a message's deadline, like send().
+        """
+        results = []
+        for message in messages:
+            try:
+                results.append(self.send(message))
+            except Exception as exc:  # noqa: BLE001 - each message's failure is its own result
+                results.append(exc)
+        return results

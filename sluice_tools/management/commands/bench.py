@@ -9,7 +9,7 @@ from sluice_tools.bench.common import bench_redis, write_json
 
 
 class Command(BaseCommand):
-    help = "Run a benchmark: admission, gate, incident, soak, kills, folds, providers."
+    help = "Run a benchmark: admission, gate, incident, soak, kills, folds, providers, batches."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="name", required=True)
@@ -64,6 +64,17 @@ class Command(BaseCommand):
         cost.add_argument(
             "--producers", default="1,2,4,8", help="producer processes of each ceiling step, comma-separated"
         )
+        batches = sub.add_parser(
+            "batches", help="background throughput per slot, batched against single sends; critical p99 meanwhile"
+        )
+        batches.add_argument("--batch", type=int, default=200, help="background batch size measured against 1")
+        batches.add_argument("--single-count", type=int, default=400, help="messages drained with single sends")
+        batches.add_argument("--batched-count", type=int, default=10_000, help="messages drained in batches")
+        batches.add_argument("--latency-ms", type=float, default=20.0, help="the provider's cost of one call")
+        batches.add_argument("--per-message-ms", type=float, default=0.2, help="its cost of each message in a call")
+        batches.add_argument("--seconds", type=float, default=25.0, help="how long critical events arrive")
+        batches.add_argument("--rate", type=float, default=4.0, help="critical events a second")
+        batches.add_argument("--flood", type=int, default=60_000, help="background messages drained meanwhile")
         for command in sub.choices.values():
             command.add_argument("--json", dest="json_path", help="also write the figures to this file")
 
@@ -176,3 +187,17 @@ class Command(BaseCommand):
         from sluice_tools.bench import soak
 
         return soak.run(redis_url, minutes, rate_multiplier, self.stdout)
+
+    def bench_batches(self, redis_url, **options):
+        from sluice_tools.bench import batches as scenario
+
+        names = ("batch", "single_count", "batched_count", "latency_ms", "per_message_ms", "seconds", "rate", "flood")
+        result = scenario.run(redis_url, self.stdout, **{name: options[name] for name in names})
+        self.stdout.write(
+            f"background per worker slot: {result['background_per_slot_per_s_batched']}/s in batches of "
+            f"{result['batch']} against {result['background_per_slot_per_s_single']}/s one at a time "
+            f"({result['background_batched_over_single']}x); critical p99 "
+            f"{result['critical_p99_ms_background_batches']} ms while background batches run, "
+            f"{result['critical_p99_ms_no_background']} ms with no background load"
+        )
+        return result

@@ -1,0 +1,142 @@
+"""Batch fetch: a send task takes more messages of its queue at once, reliably, and acks or gives back each one.
+
+The messages a batch takes move, in one step (batch_take.lua), from the queue into a processing list of a batch
+consumer registered with the reliable fetch's reaper (pipeline.transport). The consumer keeps a heartbeat while the
+batch runs; a worker killed mid-batch stops it, and any worker's reaper moves what the batch held back to the queue.
+Each message leaves the processing list on its own: acked once it was handled (sent, retried or dead-lettered), or
+given back to the end of the queue workers take from next when the batch did not start it.
+"""
+
+import os
+import socket
+import threading
+import time
+import uuid
+
+from . import keys
+from .conf import CLASSES, sluice_settings
+from .store import class_redis, get_redis, script, shared_redis
+
+_local = threading.local()
+
+
+def dead_after_s():
+    """How long a batch consumer that stopped saying it is alive keeps its messages: the transport's
+    fetch_dead_after_s, the same for every consumer the reaper watches."""
+    from .celery import app
+    from .transport import DEAD_AFTER_S
+
+    return float((app.conf.broker_transport_options or {}).get("fetch_dead_after_s", DEAD_AFTER_S))
+
+
+class BatchConsumer:
+    """One thread's identity in the reaper's registry, for the messages its batches take."""
+
+    def __init__(self):
+        self.pid = os.getpid()
+        self.id = f"{socket.gethostname()}:{self.pid}:batch-{uuid.uuid4().hex[:8]}"
+        self._alive_at = float("-inf")
+        # The Redis of the queue its batches take from (a worker serves one class's Redis).
+        self.client = None
+
+    def take(self, queue, count):
+        """Move up to ``count`` messages of ``queue`` (its priority sub-lists included) into this consumer's
+        processing lists; return them as [(source, raw)], oldest first."""
+        if count <= 0:
+            return []
+        sources = keys.priority_lists(queue)
+        processing = [keys.fetch_processing(self.id, source) for source in sources]
+        self.client = redis_of(queue)
+        reply = script("batch_take", on=self.client)(
+            keys=[
+                keys.fetch_consumers(),
+                keys.fetch_alive(self.id),
+                keys.fetch_sources(self.id),
+                *sources,
+                *processing,
+            ],
+            args=[count, int(dead_after_s() * 1000), self.id],
+        )
+        self._alive_at = time.monotonic()
+        return [(reply[i].decode(), reply[i + 1]) for i in range(0, len(reply), 2)]
+
+    def alive(self):
+        """Renew the heartbeat while a batch runs; at most every quarter of the dead-after time."""
+        now = time.monotonic()
+        ttl_s = dead_after_s()
+        if now - self._alive_at < ttl_s / 4:
+            return
+        self._alive_at = now
+        (self.client or get_redis()).set(keys.fetch_alive(self.id), 1, px=int(ttl_s * 1000))
+
+    def ack(self, done):
+        """Take handled messages ([(source, raw)]) out of the processing lists: they are never redelivered."""
+        if not done:
+            return
+        pipe = (self.client or get_redis()).pipeline(transaction=False)
+        for source, raw in done:
+            pipe.lrem(keys.fetch_processing(self.id, source), -1, raw)
+        pipe.execute()
+
+    def give_back(self, messages):
+        """Put messages the batch did not start ([(source, raw)], oldest first) back where workers take next."""
+        by_source = {}
+        for source, raw in messages:
+            by_source.setdefault(source, []).append(raw)
+        back = 0
+        for source, raws in by_source.items():
+            give_back = script("batch_give_back", on=self.client or get_redis())
+            back += give_back(keys=[keys.fetch_processing(self.id, source), source], args=raws)
+        return back
+
+
+def redis_of(queue):
+    """The Redis of the class whose queue is ``queue``."""
+    queues = sluice_settings().queues
+    for klass in CLASSES:
+        if queues[klass].name == queue:
+            return class_redis(klass)
+    raise LookupError(f"queue {queue!r} is no class's queue (SLUICE_QUEUES)")
+
+
+def consumer():
+    """This thread's batch consumer (a forked child builds its own)."""
+    current = getattr(_local, "consumer", None)
+    if current is None or current.pid != os.getpid():
+        current = _local.consumer = BatchConsumer()
+    return current
+
+
+def retire(batch_consumer):
+    """Stop using ``batch_consumer`` in this thread: its heartbeat lapses and a reaper puts back what it holds."""
+    if getattr(_local, "consumer", None) is batch_consumer:
+        _local.consumer = None
+
+
+def share_of_margin(queue, klass):
+    """The most messages one batch of ``klass`` takes besides its own: its slot's share of the room between the
+    queue's capacity and its hard ceiling (the class's pool profile gives the slots). Taken messages leave the
+    queue's count, so admission refills it; when every slot gives its batch back at once (critical arrived, a
+    worker died), the queue still stays within its ceiling."""
+    from .profiles import PROFILES
+
+    return max(0, (queue.ceiling - queue.capacity) // PROFILES[klass].concurrency)
+
+
+def critical_active(channel, partition=""):
+    """True while a critical send waits on ``channel``'s gate (its partition's, or the whole channel's room), or
+    within its hold window after the last one: a batch then gives back the messages it has not started."""
+    gate = sluice_settings().channels[channel].gate
+    if gate is None or not sluice_settings().gate_enabled:
+        return False
+    state, waiting, _active = keys.gate(channel, partition)
+    pipe = shared_redis().pipeline(transaction=True)
+    # The waiter that expires last: any live one means a critical send is waiting now.
+    pipe.time().hget(state, "cl").zrange(waiting, -1, -1, withscores=True)
+    if gate.partition_by:
+        pipe.zrange(keys.gate_channel(channel)[1], -1, -1, withscores=True)
+    (seconds, micros), last_critical, *waiters = pipe.execute()
+    now_ms = seconds * 1000 + micros // 1000
+    if any(expires > now_ms for found in waiters for _lease, expires in found):
+        return True
+    return last_critical is not None and 0 <= now_ms - float(last_critical) < gate.hold_ms
