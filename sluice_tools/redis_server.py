@@ -65,9 +65,13 @@ class RedisServer:
     def url(self):
         return f"redis://127.0.0.1:{self.port}/0"
 
+    def admin(self):
+        """A client that may run anything on this server (the start-up check, tests)."""
+        return redis.Redis(port=self.port, socket_connect_timeout=0.5)
+
     def start(self, timeout=10):
         self.process = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
+        client = self.admin()
         deadline = time.monotonic() + timeout
         try:
             while True:

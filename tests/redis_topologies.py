@@ -91,22 +91,6 @@ class TLSRedis(RedisServer):
             socket_timeout=10,
         )
 
-    def start(self, timeout=10):
-        self.process = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = self.admin()
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                try:
-                    client.ping()
-                    return self
-                except redis.ConnectionError:
-                    if self.process.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"redis-server with TLS on port {self.port} did not start") from None
-                    time.sleep(0.05)
-        finally:
-            client.close()
-
 
 class SentinelGroup:
     """A primary, a replica and three sentinels on loopback, watching MASTER."""
