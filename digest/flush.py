@@ -8,6 +8,9 @@ store in turn.
 import logging
 import time
 import uuid
+from contextlib import contextmanager
+
+from redis.exceptions import RedisError
 
 from pipeline import keys, metrics
 from pipeline.celery import app
@@ -40,17 +43,37 @@ def flush(trigger="beat"):
             # Free the trigger once the flush got the pending keys below the threshold. If full queues kept
             # them there, the flag expires by itself (SIZE_TRIGGER_TTL_S), so a burst does not turn every
             # fold into another flush that finds no room.
-            if trigger == "size" and client.zcard(keys.pending()) < sluice_settings().digest["max_keys"]:
-                client.delete(keys.size_trigger())
+            with _each_store(client):
+                if trigger == "size" and client.zcard(keys.pending()) < sluice_settings().digest["max_keys"]:
+                    client.delete(keys.size_trigger())
 
 
 @app.task(name=DRAIN_TASK, ignore_result=True)
 def drain():
     """Every few seconds: move opted-out users' messages into their queues while there is room, and
     finish a flush that full queues cut short, so its digests go out as soon as room frees."""
-    if any(client.exists(keys.flush_backlog()) for client in _stores()):
+    backlog = False
+    for client in _stores():
+        with _each_store(client):
+            backlog = backlog or bool(client.exists(keys.flush_backlog()))
+    if backlog:
         return run_flush("backlog")
     return drain_overflows()
+
+
+@contextmanager
+def _each_store(client):
+    """One fold store's Redis being away stops that store's work only, never the other stores' (a Redis per
+    class isolates them); what it missed, the next flush or drain does."""
+    try:
+        yield
+    except RedisError as exc:
+        logger.warning("digest: the Redis at %s is unavailable, the other stores go on: %s", _where(client), exc)
+
+
+def _where(client):
+    kwargs = client.connection_pool.connection_kwargs
+    return kwargs.get("path") or f"{kwargs.get('host')}:{kwargs.get('port')}"
 
 
 def _stores():
@@ -73,13 +96,16 @@ def run_flush(trigger, batch=BATCH, lease_s=LEASE_S):
             logger.warning("flush: %s failed: %s", getattr(receiver, "__name__", receiver), type(outcome).__name__)
     published = 0
     full = set()
-    room = _room()
     stores = fold_store_classes()
     for index, (url, classes) in enumerate(stores.items()):
-        room_here = sum(room[klass] for klass in classes)
-        # One flush counts once (sluice_digest_flushes_total), on the first store, however many stores it went through.
-        counted = index == 0
-        published += _flush_store(get_redis(url), classes, trigger, batch, lease_s, full, room_here, counted)
+        client = get_redis(url)
+        with _each_store(client):
+            room = _room(client)
+            room_here = sum(room[klass] for klass in classes)
+            # One flush counts once (sluice_digest_flushes_total), on the first store, however many stores it
+            # went through.
+            counted = index == 0
+            published += _flush_store(client, classes, trigger, batch, lease_s, full, room_here, counted)
     drained = drain_overflows()
     logger.log(
         logging.INFO if published or drained else logging.DEBUG,
@@ -126,9 +152,9 @@ def _flush_store(client, classes, trigger, batch, lease_s, full, room, counted=T
     return published
 
 
-def _room():
-    """Free slots of each class queue: a flush claims no more than could be published now."""
-    return {klass: max(0, q["capacity"] - q["depth"]) for klass, q in snapshot().items()}
+def _room(client):
+    """Free slots of each class queue on ``client``: a flush claims no more than could be published now."""
+    return {klass: max(0, q["capacity"] - q["depth"]) for klass, q in snapshot(client).items()}
 
 
 def _publish(flush_id, members, full, client, classes):
@@ -181,8 +207,10 @@ def drain_overflows():
     moved = 0
     for klass in CLASSES:
         queue = queues[klass]
-        moved += script("drain_overflow", on=class_redis(klass))(
-            keys=[keys.overflow(klass), queue.name, *keys.priority_lists(queue.name)[1:]],
-            args=[queue.capacity, DRAIN_LIMIT],
-        )
+        client = class_redis(klass)
+        with _each_store(client):
+            moved += script("drain_overflow", on=client)(
+                keys=[keys.overflow(klass), queue.name, *keys.priority_lists(queue.name)[1:]],
+                args=[queue.capacity, DRAIN_LIMIT],
+            )
     return moved

@@ -45,12 +45,13 @@ class Item:
     messages: list = dataclasses.field(default_factory=list)
     expired: list = dataclasses.field(default_factory=list)
     failed: list = dataclasses.field(default_factory=list)
-    rejected: list = dataclasses.field(default_factory=list)
     started: bool = False
     given_back: bool = False
     # Why the message cannot finish here: another worker holds a claim, its gate had no room, an unexpected error.
     held_back: Exception | None = None
     gate_timeout: bool = False
+    # Where its messages stopped when held back or timed out at the gate: it goes back with the channels from there.
+    stopped_at: int = 0
     error: Exception | None = None
     # How it ended: None (handled), or the Retry, Ignore or Reject a single send task would have raised.
     outcome: BaseException | None = None
@@ -213,7 +214,8 @@ class Batch:
         return not item.given_back and item.outcome is None and item.error is None
 
     def send_item(self, index, item):
-        for message in item.messages:
+        for position, message in enumerate(item.messages):
+            item.stopped_at = position
             if expiry.passed(message.expires_at):
                 # Never sent late: a sign-in code that arrives after it expired is worse than none.
                 item.expired.append(message.channel)
@@ -223,7 +225,7 @@ class Batch:
                 self.give_back_after(index)
                 return
             try:
-                claimed = tasks.claim(message)
+                claimed = tasks.claim(message, getattr(item.task.request, PUBLISHED_AT, None))
             except tasks.ClaimedElsewhere as exc:
                 item.held_back = exc
                 return
@@ -315,7 +317,12 @@ class Batch:
                 item.expired.append(channel)
             elif isinstance(result, PermanentSendError):
                 status = "rejected"
-                item.rejected.append((channel, result))
+                # Kept at once, as a single send keeps it: whatever the rest of the batch then meets, this
+                # channel's failure is in the dead letters, not only in memory.
+                try:
+                    tasks.keep(item.task, result.reason, result, [channel])
+                except Reject as exc:
+                    item.error = item.error or exc
             elif isinstance(result, BaseException):
                 status = "failed"
                 logger.warning("send %s on %s failed, will retry: %s", message.id, channel, tasks._why(result))
@@ -334,13 +341,12 @@ class Batch:
                         exc_info=item.error,
                     )
                     tasks.retry(task, item.error, tasks.backoff(task), channels)
-                for channel, exc in item.rejected:
-                    tasks.keep(task, exc.reason, exc, [channel])
+                left = tasks.still_to_send(item.messages, item.stopped_at, item.failed, item.expired)
                 if item.held_back is not None:
-                    tasks.retry(task, item.held_back, item.held_back.expires_in_s, channels)
+                    tasks.retry(task, item.held_back, item.held_back.expires_in_s, left)
                 if item.gate_timeout:
                     # Back to the end of the queue (no retry counted), as a single send does.
-                    tasks.republish_message(task, task.request.retries, 0, channels)
+                    tasks.republish_message(task, task.request.retries, 0, left)
                     raise Retry(exc=tasks.Retrying(gate.GateTimeout.__name__), when=0)
                 tasks.conclude(task, item.kind_obj, item.expired, item.failed)
             except (Retry, Ignore, Reject):

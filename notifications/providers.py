@@ -8,6 +8,8 @@ reported to its breaker (pipeline.breaker), and the provider that accepted is re
 import logging
 import time
 
+from redis.exceptions import RedisError
+
 from pipeline import breaker
 
 from . import delivery, expiry
@@ -77,7 +79,13 @@ def send_many(messages, channel):
         remaining = _still_sendable(messages, remaining, results, tried, provider.name)
         if not remaining:
             break
-        permit = breaker.allow(channel.name, provider.name, provider.breaker)
+        try:
+            permit = breaker.allow(channel.name, provider.name, provider.breaker)
+        except RedisError as exc:
+            # Messages an earlier provider accepted keep their results: a raise here would send them again.
+            for index in remaining:
+                tried[index].append(f"{provider.name}: breaker unknown ({type(exc).__name__})")
+            continue
         if not permit.allowed:
             for index in remaining:
                 tried[index].append(f"{provider.name}: breaker {permit.state}")
@@ -86,6 +94,8 @@ def send_many(messages, channel):
         started = time.perf_counter()
         try:
             answers = get_provider(channel.name, provider.name).send_many([messages[i] for i in remaining])
+            if len(answers) != len(remaining):
+                raise ValueError(f"send_many answered {len(answers)} times for {len(remaining)} messages")
         except Exception as exc:  # noqa: BLE001 - a bulk call that failed as a whole failed for every message in it
             answers = [exc] * len(remaining)
         outcomes, failed = set(), []

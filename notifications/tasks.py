@@ -67,7 +67,7 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
     failed, expired, counted = [], [], []
     processed = metrics.processed_field(kind_obj.klass)
     published_at = getattr(task.request, PUBLISHED_AT, None)
-    for message in messages:
+    for index, message in enumerate(messages):
         channel = message.channel
         if expiry.passed(message.expires_at):
             # Never sent late: a sign-in code that arrives after it expired is worse than none.
@@ -84,16 +84,24 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
             keep(task, exc.reason, exc, [channel])
         except ClaimedElsewhere as exc:
             # Try again once the claim has expired: a sender that died holding it frees it then.
-            retry(task, exc, exc.expires_in_s, channels)
+            retry(task, exc, exc.expires_in_s, still_to_send(messages, index, failed, expired))
         except gate.GateTimeout as exc:
             # Back to the end of the queue at once (no ETA, no retry counted): the worker takes other
             # channels' sends meanwhile, and the message keeps the time it was first published.
-            republish_message(task, task.request.retries, 0, channels)
+            republish_message(task, task.request.retries, 0, still_to_send(messages, index, failed, expired))
             raise Retry(exc=Retrying(type(exc).__name__), when=0) from None
         except Exception as exc:  # noqa: BLE001 - any backend failure is retried, then dead-lettered
             logger.warning("send %s on %s failed, will retry: %s", notification_id, channel, _why(exc))
             failed.append((channel, exc))
     conclude(task, kind_obj, expired, failed, counted=bool(counted))
+
+
+def still_to_send(messages, index, failed, expired):
+    """The channels a message goes back with when its attempt stops at ``messages[index]``: that one and those
+    after it, and the ones that failed or expired before it. Not those already sent or dead-lettered: a "sent"
+    mark outlives any redelivery (pipeline.marks), but a message that goes round its queue again and again (a
+    rate-limited channel's gate) could outlive the marks of the channels it sent first."""
+    return [channel for channel, _exc in failed] + list(expired) + [m.channel for m in messages[index:]]
 
 
 def prepare(task, notification_id, kind, user_id, entity_id, payload, count=1, channels=None, **extra):

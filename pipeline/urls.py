@@ -192,12 +192,14 @@ def _describe_segment(segment):
 
 def identity(url):
     """What makes two URLs the same server: ("tcp", host, port, db), ("unix", path, db) or
-    ("sentinel", master name, db). redis:// and rediss:// to one host and port are the same server."""
+    ("sentinel", sentinels, master name, db). redis:// and rediss:// to one host and port are the same server. A
+    master name is unique only among the sentinels that watch it ("mymaster" is everyone's default), so the
+    sentinels are part of a Sentinel URL's identity."""
     parsed = parse(url)
     if parsed.scheme == "unix":
         return ("unix", parsed.path, parsed.db)
     if parsed.scheme == "sentinel":
-        return ("sentinel", parsed.master_name, parsed.db)
+        return ("sentinel", tuple(sorted(parsed.hosts)), parsed.master_name, parsed.db)
     host, port = parsed.hosts[0]
     return ("tcp", host, port, parsed.db)
 

@@ -365,3 +365,21 @@ def test_critical_alone_on_its_redis_and_the_rest_sharing_one(settings, db):
     finally:
         for server in started.values():
             server.stop()
+
+
+@pytest.mark.timeout(120)
+def test_a_fold_store_whose_redis_is_down_stops_only_its_own_flush(per_class, servers, db):
+    """Routine's Redis goes away: background's collapsed events still go out as digests, and the flush says
+    which store it skipped instead of failing for every store."""
+    from digest.flush import drain, run_flush
+
+    for url in per_class.values():
+        get_redis(url).flushdb()
+    for n in range(BACKGROUND_CAPACITY):
+        assert notify(User(pk=1), BACKGROUND, entity_id=f"b{n}") == Outcome.ACCEPTED
+    assert notify(User(pk=2), BACKGROUND, entity_id="late") == Outcome.COLLAPSED
+    class_redis("background").delete("background")  # the workers took the queue: room for the digest
+    servers["routine"].stop()
+    assert run_flush("beat") == 1
+    assert class_redis("background").llen("background") == 1
+    assert drain() == 0

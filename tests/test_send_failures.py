@@ -175,3 +175,21 @@ def test_a_republished_message_is_redacted_and_keeps_its_first_publish_time_and_
     assert headers["eta"] is not None
     assert "secret" not in json.dumps(headers)
     assert "secret" in base64.b64decode(message["body"]).decode()
+
+
+def test_a_message_back_from_its_gate_carries_only_the_channels_still_to_send(worker, user, redis_client, settings):
+    # task.assigned goes by email, then push. Email goes out; push meets a full gate once. The message goes back
+    # to its queue with push alone: email is not claimed again (no duplicate counted), so a message that goes
+    # round and round its queue never outlives the "sent" marks of the channels it already sent.
+    from pipeline import gate
+
+    def gate_full(message):
+        raise gate.GateTimeout("push had no room")
+
+    settings.SLUICE_QUEUES = {"routine": {"batch": 1}}  # one message a task: deliver()'s own path
+    worker.plan["push"] = [gate_full]
+    notify(user, "task.assigned", entity_id="t-1")
+    assert wait_for(lambda: sorted(name for _nid, name in scripted.sent) == ["email", "push"]), scripted.sent
+    counters = read_counters(redis_client)
+    assert counters.get("sent:email:routine:duplicate", 0) == 0
+    assert counters["sent:email:routine:sent"] == 1

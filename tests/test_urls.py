@@ -84,9 +84,11 @@ def test_identity_is_the_server_and_database_not_the_spelling():
     assert urls.identity("redis://h:6380/0") != urls.identity("redis://h:6379/0")
     assert urls.identity("unix:///s.sock?db=2") == ("unix", "/s.sock", 2)
     one = "sentinel://a:1;sentinel://b:2/0?master_name=m"
-    other = "sentinel://c:3/0?master_name=m"
-    assert urls.identity(one) == urls.identity(other) == ("sentinel", "m", 0)
-    assert urls.identity("sentinel://a:1/0?master_name=n") != urls.identity(one)
+    assert urls.identity("sentinel://:pw@b:2;sentinel://a:1/0?master_name=m") == urls.identity(one)
+    assert urls.identity(one) == ("sentinel", (("a", 1), ("b", 2)), "m", 0)
+    # Another group's sentinels watching a master of the same name: another Redis.
+    assert urls.identity("sentinel://c:3/0?master_name=m") != urls.identity(one)
+    assert urls.identity("sentinel://a:1;sentinel://b:2/0?master_name=n") != urls.identity(one)
 
 
 def test_clients_for_each_scheme_carry_their_timeouts_tls_and_credentials():
