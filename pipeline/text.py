@@ -16,6 +16,7 @@ _ESCAPE_SEQUENCE = re.compile(
 #: Every logger Sluice logs to; tests/test_text.py checks that no module logs to another.
 LOGGERS = (
     "sluice.admission",
+    "sluice.batch",
     "sluice.breaker",
     "sluice.delivery",
     "sluice.digest",
