@@ -5,7 +5,6 @@ from datetime import UTC, datetime
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
-from django.template.response import TemplateResponse
 from django.utils.translation import gettext_lazy as _
 from redis.exceptions import RedisError
 
@@ -13,21 +12,17 @@ from pipeline import deadletters
 
 from .kinds import all_kinds
 from .models import DeadLetter
+from .page_admin import RedisPageAdmin
 
 AGES = (("3600", _("1 hour")), ("86400", _("1 day")), ("604800", _("1 week")))
 SHOWN = 500
 
 
 @admin.register(DeadLetter)
-class DeadLetterAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
+class DeadLetterAdmin(RedisPageAdmin):
+    template = "admin/sluice/deadletters.html"
 
-    def changelist_view(self, request, extra_context=None):
-        if not self.has_view_or_change_permission(request):
-            raise PermissionDenied
-        if request.method == "POST":
-            return self._act(request)
+    def page(self, request):
         filters = {key: request.GET.get(key, "") for key in ("reason", "kind", "older_than")}
         letters, kept, redis_down = [], 0, False
         try:
@@ -40,9 +35,7 @@ class DeadLetterAdmin(admin.ModelAdmin):
             kept = deadletters.size()
         except RedisError:
             redis_down = True
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.model._meta,
+        return {
             "title": _("Dead letters"),
             "letters": [{**vars(letter), "when": datetime.fromtimestamp(letter.at, UTC)} for letter in letters],
             "kept": kept,
@@ -51,13 +44,10 @@ class DeadLetterAdmin(admin.ModelAdmin):
             "reasons": deadletters.REASONS,
             "kinds": sorted({*all_kinds(), *(letter.kind for letter in letters)}),
             "ages": AGES,
-            "can_change": self.has_change_permission(request),
             "can_delete": self.has_delete_permission(request),
-            **(extra_context or {}),
         }
-        return TemplateResponse(request, "admin/sluice/deadletters.html", context)
 
-    def _act(self, request):
+    def act(self, request):
         action, ids = request.POST.get("action"), set(request.POST.getlist("ids"))
         allowed = {"replay": self.has_change_permission, "discard": self.has_delete_permission}
         if action not in allowed or not allowed[action](request):

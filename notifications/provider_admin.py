@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
-from django.template.response import TemplateResponse
 from django.utils.translation import gettext_lazy as _
 from redis.exceptions import RedisError
 
@@ -14,37 +13,24 @@ from pipeline import breaker
 from pipeline.conf import sluice_settings
 
 from .delivery_models import Provider
+from .page_admin import RedisPageAdmin
 
 ACTIONS = {"force_open": "open", "force_closed": "closed", "release": None}
 
 
 @admin.register(Provider)
-class ProviderAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
+class ProviderAdmin(RedisPageAdmin):
+    template = "admin/sluice/providers.html"
 
-    def changelist_view(self, request, extra_context=None):
-        if not self.has_view_or_change_permission(request):
-            raise PermissionDenied
-        if request.method == "POST":
-            return self._act(request)
+    def page(self, request):
         rows, redis_down = [], False
         try:
             rows = [_row(state) for state in breaker.states()]
         except RedisError:
             redis_down = True
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.model._meta,
-            "title": _("Providers"),
-            "rows": rows,
-            "redis_down": redis_down,
-            "can_change": self.has_change_permission(request),
-            **(extra_context or {}),
-        }
-        return TemplateResponse(request, "admin/sluice/providers.html", context)
+        return {"title": _("Providers"), "rows": rows, "redis_down": redis_down}
 
-    def _act(self, request):
+    def act(self, request):
         if not self.has_change_permission(request):
             raise PermissionDenied
         action = request.POST.get("action")

@@ -167,14 +167,12 @@ def _connection_for(app, url):
 
 
 def _same_broker(url, connection):
-    from .conf import redis_identity as identity
-
     info = connection.info()
     if info.get("transport_options", {}).get("sentinels"):
         return False
     db = str(info.get("virtual_host") or "").strip("/") or "0"
     theirs = ("tcp", info.get("hostname") or "localhost", int(info.get("port") or 6379), int(db) if db.isdigit() else 0)
-    return identity(url) == theirs
+    return urls.identity(url) == theirs
 
 
 # Not the current app: the host's @shared_task tasks keep binding to the host's own app.
@@ -195,14 +193,14 @@ def _broker_of_its_queues(sender=None, instance=None, conf=None, options=None, *
     """A Sluice worker listens on the Redis its queues' events go to, or does not start: one Redis per worker."""
     if getattr(instance, "app", None) is not app:
         return
-    from .conf import CLASSES, redis_identity, sluice_settings
+    from .conf import CLASSES, sluice_settings
 
     queues = sluice_settings().queues
     asked = (options or {}).get("queues") or [queues[k].name for k in CLASSES]
     if isinstance(asked, str):
         asked = asked.split(",")
     serving = [k for k in CLASSES if queues[k].name in {name.strip() for name in asked}]
-    found = list({redis_identity(queues[k].redis_url): queues[k].redis_url for k in serving}.values())
+    found = list({urls.identity(queues[k].redis_url): queues[k].redis_url for k in serving}.values())
     if len(found) > 1:
         where = ", ".join(f"{k} on {urls.describe(queues[k].redis_url)}" for k in serving)
         _refuse(

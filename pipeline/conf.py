@@ -601,12 +601,6 @@ def _redis_url(url, setting):
 
 
 @lru_cache(maxsize=64)
-def redis_identity(url):
-    """Which Redis database a URL names (pipeline.urls.identity). Two URLs that differ only in spelling,
-    credentials or options name the same Redis: "same Redis" always means this, never the same string."""
-    return urls.identity(url)
-
-
 def _flag(value, setting):
     if not isinstance(value, bool):
         raise ImproperlyConfigured(f"{setting} must be True or False, got {value!r}")

@@ -8,10 +8,8 @@ from functools import cache
 from pathlib import Path
 
 from . import urls
-from .conf import CLASSES, redis_identity, sluice_settings
-
-#: Which Redis database a URL names (pipeline.conf.redis_identity).
-identity = redis_identity
+from .conf import CLASSES, sluice_settings
+from .urls import identity
 
 LUA_DIR = Path(__file__).with_name("lua")
 
@@ -53,11 +51,6 @@ def shared_redis():
     return class_redis("critical")
 
 
-def class_urls():
-    """{class: its Redis URL}."""
-    return {klass: queue.redis_url for klass, queue in sluice_settings().queues.items()}
-
-
 def distinct(urls):
     """``urls`` with one URL kept per Redis (same host, port and db), in order."""
     seen, kept = set(), []
@@ -80,29 +73,25 @@ def every_redis():
     return [get_redis(url) for url in every_url()]
 
 
+def _by_redis(classes):
+    """{URL: those of ``classes`` on that Redis}, one URL per distinct Redis, in the classes' order."""
+    groups = {}
+    for klass in classes:
+        url = sluice_settings().queues[klass].redis_url
+        groups.setdefault(identity(url), (url, []))[1].append(klass)
+    return dict(groups.values())
+
+
 def fold_store_classes():
     """{URL: the folding classes on that Redis}: each Redis of routine or background holds its own fold store."""
-    stores = {}
-    for klass in ("routine", "background"):
-        url = sluice_settings().queues[klass].redis_url
-        for known in stores:
-            if identity(known) == identity(url):
-                stores[known].append(klass)
-                break
-        else:
-            stores[url] = [klass]
-    return stores
+    return _by_redis(("routine", "background"))
 
 
 def classes_by_redis(client=None):
     """[(client, [classes on it])], one entry per distinct Redis of the classes; all on ``client`` if given."""
     if client is not None:
         return [(client, list(CLASSES))]
-    groups = {}
-    for klass in CLASSES:
-        url = sluice_settings().queues[klass].redis_url
-        groups.setdefault(identity(url), (url, []))[1].append(klass)
-    return [(get_redis(url), classes) for url, classes in groups.values()]
+    return [(get_redis(url), classes) for url, classes in _by_redis(CLASSES).items()]
 
 
 def same_redis(a, b):
