@@ -8,9 +8,11 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
-from django.utils.module_loading import import_string
 
-from . import urls
+from . import conf_providers, urls
+from .conf_providers import BreakerConfig, ProviderConfig  # noqa: F401 - the resolver's types
+from .validate import mapping as _mapping
+from .validate import positive_int as _positive_int
 
 CLASSES = ("critical", "routine", "background")
 # Kind and channel names travel inside Redis keys, Lua arguments and JSON: plain characters only.
@@ -138,18 +140,6 @@ class SluiceSettings:
     delivery_retention_days: int = 30
 
 
-def _positive_int(value, setting, minimum=1):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ImproperlyConfigured(f"{setting} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _mapping(value, setting):
-    if not isinstance(value, dict):
-        raise ImproperlyConfigured(f"{setting} must be a dict, got {type(value).__name__}")
-    return value
-
-
 def _queues(raw, default_url):
     raw = _mapping(raw, "SLUICE_QUEUES")
     unknown = set(raw) - set(CLASSES)
@@ -222,12 +212,12 @@ def _channels(raw):
         if "providers" in conf:
             if "backend" in conf or "options" in conf:
                 raise ImproperlyConfigured(f"{setting} takes either 'backend' (and 'options') or 'providers', not both")
-            providers = _providers(conf["providers"], conf.get("breaker", {}), setting)
+            providers = conf_providers.providers(conf["providers"], conf.get("breaker", {}), setting)
             backend, options = "", {}
         else:
             if "breaker" in conf:
                 raise ImproperlyConfigured(f"{setting}['breaker'] needs 'providers': a breaker guards providers")
-            backend = _backend(conf.get("backend"), f"{setting}['backend']")
+            backend = conf_providers.backend_path(conf.get("backend"), f"{setting}['backend']")
             options, providers = _mapping(conf.get("options", {}), f"{setting}['options']"), ()
         extra = set(conf) - {"backend", "options", "providers", "breaker", *GATE_KEYS}
         if extra:
@@ -429,115 +419,6 @@ def sluice_settings():
             getattr(settings, "SLUICE_DELIVERY_RETENTION_DAYS", 30), "SLUICE_DELIVERY_RETENTION_DAYS"
         ),
     )
-
-
-@dataclass(frozen=True)
-class BreakerConfig:
-    """A provider's circuit breaker (pipeline.breaker): when it opens, how it probes, when it closes."""
-
-    # The sliding window the ratios are measured over, and the fewest calls in it that may open the breaker: enough
-    # calls that a provider failing 30% of the time does not reach 50% by chance (20 calls would, 1 time in 20).
-    window_s: int = 30
-    min_calls: int = 50
-    # Open at this share of failed calls, or of calls slower than slow_call_s, within the window.
-    open_failure_ratio: float = 0.5
-    open_slow_ratio: float = 0.5
-    slow_call_s: float = 2.0
-    # Also open after this many failed calls in a row (0: never): a provider that went down is left after a
-    # second of traffic, not after half a window of diluted ratios. 30% random failure makes 10 in a row a
-    # one-in-170,000 event.
-    open_consecutive_failures: int = 10
-    # Stay open at least this long, so a recovering provider is not hammered back down; each failed round of
-    # probes doubles it, up to max_open_s, so a provider that stays down is probed less and less often.
-    min_open_s: int = 10
-    max_open_s: int = 300
-    # Half-open: this many probe calls, and close only if at most this share of them failed or were slow.
-    # Lower than the opening ratio on purpose (hysteresis): a provider hovering at one threshold cannot flap.
-    half_open_probes: int = 5
-    close_failure_ratio: float = 0.2
-
-
-@dataclass(frozen=True)
-class ProviderConfig:
-    """One provider of a channel: a dotted-path backend, its options, and its breaker (None: never opens)."""
-
-    name: str
-    backend: str
-    options: dict = field(default_factory=dict)
-    breaker: BreakerConfig | None = None
-
-
-PROVIDER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,49}$")
-BREAKER_RATIOS = ("open_failure_ratio", "open_slow_ratio", "close_failure_ratio")
-
-
-def _backend(backend, setting):
-    if not isinstance(backend, str) or not backend:
-        raise ImproperlyConfigured(f"{setting} must be a dotted path, got {backend!r}")
-    try:
-        import_string(backend)
-    except ImportError as exc:
-        raise ImproperlyConfigured(f"{setting} cannot be imported: {exc}") from exc
-    return backend
-
-
-def _providers(raw, channel_breaker, setting):
-    if not isinstance(raw, (list, tuple)) or not raw:
-        raise ImproperlyConfigured(f"{setting}['providers'] must be a non-empty list, in order of preference")
-    providers, seen = [], set()
-    for index, conf in enumerate(raw):
-        where = f"{setting}['providers'][{index}]"
-        conf = _mapping(conf, where)
-        name = conf.get("name")
-        if not isinstance(name, str) or not PROVIDER_NAME.match(name):
-            raise ImproperlyConfigured(f"{where}['name'] must match {PROVIDER_NAME.pattern}, got {name!r}")
-        if name in seen:
-            raise ImproperlyConfigured(f"{where}['name'] {name!r} is used twice in the channel")
-        seen.add(name)
-        extra = set(conf) - {"name", "backend", "options", "breaker"}
-        if extra:
-            raise ImproperlyConfigured(f"{where} has unknown keys {sorted(extra)}")
-        breaker = conf.get("breaker", {})
-        providers.append(
-            ProviderConfig(
-                name=name,
-                backend=_backend(conf.get("backend"), f"{where}['backend']"),
-                options=dict(_mapping(conf.get("options", {}), f"{where}['options']")),
-                breaker=None if breaker is None else _breaker({**channel_breaker, **breaker}, where),
-            )
-        )
-    return tuple(providers)
-
-
-def _breaker(raw, setting):
-    setting = f"{setting}['breaker']"
-    raw = _mapping(raw, setting)
-    defaults = BreakerConfig()
-    extra = set(raw) - set(vars(defaults))
-    if extra:
-        raise ImproperlyConfigured(f"{setting} has unknown keys {sorted(extra)}")
-    conf = {**vars(defaults), **raw}
-    for key in ("window_s", "min_calls", "min_open_s", "max_open_s", "half_open_probes"):
-        _positive_int(conf[key], f"{setting}['{key}']")
-    _positive_int(conf["open_consecutive_failures"], f"{setting}['open_consecutive_failures']", minimum=0)
-    for key in (*BREAKER_RATIOS, "slow_call_s"):
-        value = conf[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ImproperlyConfigured(f"{setting}['{key}'] must be a number >= 0, got {value!r}")
-        conf[key] = float(value)
-    for key in ("open_failure_ratio", "open_slow_ratio"):
-        if not 0 < conf[key] <= 1:
-            raise ImproperlyConfigured(f"{setting}['{key}'] must be in (0, 1], got {conf[key]!r}")
-    if not conf["close_failure_ratio"] < conf["open_failure_ratio"]:
-        raise ImproperlyConfigured(
-            f"{setting}['close_failure_ratio'] ({conf['close_failure_ratio']}) must be below "
-            f"'open_failure_ratio' ({conf['open_failure_ratio']}): different thresholds keep the breaker from flapping"
-        )
-    if conf["slow_call_s"] <= 0:
-        raise ImproperlyConfigured(f"{setting}['slow_call_s'] must be > 0, got {conf['slow_call_s']!r}")
-    if conf["max_open_s"] < conf["min_open_s"]:
-        raise ImproperlyConfigured(f"{setting}['max_open_s'] must be >= 'min_open_s'")
-    return BreakerConfig(**conf)
 
 
 # What Sluice's Celery app decides for itself (pipeline/celery.py); SLUICE_CELERY may not change it.
