@@ -1,8 +1,10 @@
 """The flush task: claim pending folds, publish one digest message per key, exactly once; drain the overflow.
 
 Each folding class keeps its folds on its own Redis (SLUICE_QUEUES[class]["redis_url"]), beside its queue, so a
-digest is published and its claim released in one atomic step on one Redis. A flush goes through every fold
-store in turn.
+digest is published and its claim released in one atomic step on one Redis; or, with SLUICE_DIGEST["redis_url"],
+on the digest's own Redis, and then a digest goes out on its class's Redis with a handover mark before its claim
+is dropped (store.publish_elsewhere), so a flusher that dies in between is taken over without a second digest. A
+flush goes through every fold store in turn.
 """
 
 import logging
@@ -15,9 +17,9 @@ from redis.exceptions import RedisError
 from pipeline import keys, metrics
 from pipeline.celery import app
 from pipeline.conf import CLASSES, sluice_settings
-from pipeline.depth import snapshot
+from pipeline.depth import depth
 from pipeline.message import event_kwargs_json, send_message
-from pipeline.store import class_redis, fold_store_classes, get_redis
+from pipeline.store import class_redis, fold_store_classes, folds_elsewhere, get_redis
 
 from . import store
 from .signals import flush_started
@@ -100,8 +102,7 @@ def run_flush(trigger, batch=BATCH, lease_s=LEASE_S):
     for index, (url, classes) in enumerate(stores.items()):
         client = get_redis(url)
         with _each_store(client):
-            room = _room(client)
-            room_here = sum(room[klass] for klass in classes)
+            room_here = sum(_room(klass) for klass in classes)
             # One flush counts once (sluice_digest_flushes_total), on the first store, however many stores it
             # went through.
             counted = index == 0
@@ -152,9 +153,9 @@ def _flush_store(client, classes, trigger, batch, lease_s, full, room, counted=T
     return published
 
 
-def _room(client):
-    """Free slots of each class queue on ``client``: a flush claims no more than could be published now."""
-    return {klass: max(0, q["capacity"] - q["depth"]) for klass, q in snapshot(client).items()}
+def _room(klass):
+    """Free slots of a class's queue, on its Redis: a flush claims no more than could be published now."""
+    return max(0, sluice_settings().queues[klass].capacity - depth(klass))
 
 
 def _publish(flush_id, members, full, client, classes):
@@ -162,6 +163,7 @@ def _publish(flush_id, members, full, client, classes):
     to pending."""
     conf = sluice_settings()
     published = 0
+    handed_to = {}
     # Newest first: each digest goes to the end workers take from, so the oldest ends up taken first.
     for fold in sorted(store.read_claimed(flush_id, members, client), key=lambda f: f.first_seen, reverse=True):
         kind = conf.kinds.get(fold.kind)
@@ -175,14 +177,26 @@ def _publish(flush_id, members, full, client, classes):
             continue
         queue = conf.queues[klass]
         message = _message(flush_id, fold, klass, queue.name, kind.channels if kind else ())
-        code = store.publish_claimed(flush_id, fold, queue, message, f"digest:{klass}:published", client)
+        counter = f"digest:{klass}:published"
+        if folds_elsewhere(klass):
+            target = handed_to.setdefault(klass, class_redis(klass))
+            try:
+                code = store.publish_elsewhere(flush_id, fold, queue, message, counter, client, target)
+            except RedisError as exc:
+                # Whether this digest went out is unknown: its claim stays, and whoever takes it over once the
+                # lease runs out finds the handover mark, or publishes it. The class's other folds wait.
+                logger.warning("digest: a handover of a %s digest failed, the class's digests wait: %s", klass, exc)
+                full.add(klass)
+                continue
+        else:
+            code = store.publish_claimed(flush_id, fold, queue, message, counter, client)
         if code == 0:
             # Backpressure: the queue is full, so this and the class's later folds wait for the next flush.
             full.add(klass)
             store.unclaim(flush_id, fold.member, client)
         elif code == 1:
             published += 1
-    store.release(flush_id, client)
+    store.release(flush_id, client, handed_to.values())
     return published
 
 

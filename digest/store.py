@@ -2,18 +2,29 @@
 
 import hashlib
 import json
+import logging
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from redis.exceptions import RedisError
+
 from pipeline import keys
-from pipeline.store import Scripts, class_redis
+from pipeline.store import Scripts, class_redis, fold_store_url, folds_elsewhere, get_redis
+
+logger = logging.getLogger("sluice.digest")
+
+
+def fold_redis(klass):
+    """The Redis that keeps ``klass``'s folds (SLUICE_DIGEST["redis_url"], else the class's own)."""
+    return get_redis(fold_store_url(klass))
 
 
 def default_store():
-    """Routine's Redis: the fold store a caller that names none means (the usual one, holding most folds)."""
-    return class_redis("routine")
+    """Routine's fold store: the one a caller that names none means (the usual one, holding most folds)."""
+    return fold_redis("routine")
 
 
 #: The fold store's own Lua, in digest/lua.
@@ -23,6 +34,8 @@ SIZE_TRIGGER_TTL_S = 5
 # admit.lua's outcomes.
 ACCEPTED, FOLDED, COLLAPSED, DEFERRED, SUPPRESSED = 1, 2, 3, 4, 5
 FULL, CEILING, OVERFLOW_FULL, STORE_FULL = 0, -1, -2, -3
+# admit.lua's hand-over: fold this on the digest's own Redis (fold.lua).
+ELSEWHERE = "6"
 CHANNELS = "@SLUICE_CHANNELS@"
 GRAINS = ("entity", "kind", "user")
 
@@ -45,37 +58,72 @@ def members(user_id, kind, entity_id, klass):
 
 def admit(event, queue, message, plan, digest, notification_id, client=None):
     """Run admit.lua for ``event`` (a policy.Event) on its class's Redis (or ``client``): preferences, holds, the
-    queue's bound, the fold store's. The class's folds live on that same Redis, so it stays one round trip.
+    queue's bound, the fold store's. A class whose folds live on its own Redis decides in one round trip; with
+    SLUICE_DIGEST["redis_url"] elsewhere, an event to fold takes a second, fold.lua on that Redis.
 
     ``plan`` is the kind's default plan ("instant|digest|strict"); ``message`` carries CHANNELS (quoted) where
     the instant channels go; ``digest`` is the resolved SLUICE_DIGEST.
     """
     kind = event.kind
+    elsewhere = client is None and folds_elsewhere(kind.klass)
     grains = members(event.user_id, kind.name, event.entity_id, kind.klass)
+    constants = _constants(
+        kind, queue, plan, digest["max_keys"], digest["max_fold_keys"], digest["max_fold_bytes"], elsewhere
+    )
     reply = script("admit")(
         keys=[
-            *_constant_keys(kind.klass),
+            *_constant_keys(kind.klass, elsewhere),
             keys.preferences(event.user_id),
             keys.throttle(event.user_id, kind.name) if kind.throttle else keys.UNTHROTTLED,
-            *(keys.fold(member) for member in grains),
+            # Folded elsewhere: the class's Redis is never even handed a fold's key.
+            *((keys.ELSEWHERE,) * 3 if elsewhere else (keys.fold(member) for member in grains)),
             *_queue_keys(queue.name),
         ],
-        args=[
-            _constants(kind, queue, plan, digest["max_keys"], digest["max_fold_keys"], digest["max_fold_bytes"]),
-            message,
-            event.payload_json,
-            *grains,
-            event.entity_id,
-            notification_id,
-        ],
+        args=[constants, message, event.payload_json, *grains, event.entity_id, notification_id],
         client=client or class_redis(kind.klass),
     )
-    outcome, flush, channels, reason, grain = reply.decode().split("|")
+    fields = reply.decode().split("|")
+    if fields[0] == ELSEWHERE:
+        return _fold_elsewhere(event, constants, grains, fields[1:])
+    return _admission(fields)
+
+
+def _admission(fields):
+    outcome, flush, channels, reason, grain = fields
     return Admission(int(outcome), flush == "1", tuple(filter(None, channels.split(","))), reason, grain)
 
 
+def _fold_elsewhere(event, constants, grains, handed):
+    """The second round trip: fold what admit.lua handed over on the digest's Redis (fold.lua)."""
+    klass = event.kind.klass
+    so_far, instant = handed[0], handed[1]
+    try:
+        reply = script("fold", on=fold_redis(klass))(
+            keys=[
+                keys.counters(),
+                keys.pending(),
+                keys.fold_store_size(),
+                keys.size_trigger(),
+                *(keys.fold(member) for member in grains),
+            ],
+            args=[constants, event.payload_json, *grains, event.entity_id, *handed],
+        )
+    except RedisError as exc:
+        if so_far == "0":
+            # Nothing went out: the caller is told the Redis that failed (Unavailable) and sends again.
+            exc.sluice_redis_url = fold_store_url(klass)
+            raise
+        # The instant part is queued already; only its digest channels' copy is missed, counted as a fold the
+        # store refused (as when the store is full), never silently.
+        logger.warning("digest: the fold store's Redis failed (%s); one event's digest part is counted refused", exc)
+        with suppress(RedisError):
+            class_redis(klass).hincrby(keys.counters(), f"folds:{klass}:refused", 1)
+        return Admission(int(so_far), False, tuple(filter(None, instant.split(","))), "", "")
+    return _admission(reply.decode().split("|"))
+
+
 @lru_cache(maxsize=64)
-def _constants(kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes):
+def _constants(kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes, elsewhere=False):
     """One kind's constant arguments of admit.lua, as one string: one argument to encode instead of fifteen."""
     throttle = kind.throttle
     return ";".join(
@@ -96,12 +144,15 @@ def _constants(kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes):
             SIZE_TRIGGER_TTL_S,
             f'"{CHANNELS}"',
             ",".join(kind.channels),
+            int(elsewhere),
         )
     ).encode()
 
 
 @lru_cache(maxsize=8)
-def _constant_keys(klass):
+def _constant_keys(klass, elsewhere):
+    if elsewhere:
+        return keys.counters(), keys.ELSEWHERE, keys.ELSEWHERE, keys.overflow(klass), keys.ELSEWHERE
     return keys.counters(), keys.pending(), keys.fold_store_size(), keys.overflow(klass), keys.size_trigger()
 
 
@@ -196,6 +247,27 @@ def publish_claimed(flush_id, fold, queue, message, counter_field, client=None):
     )
 
 
+# The handover marks outlive any claim a takeover could still find: a flusher's crash leaves at most one batch of
+# them, and a release deletes them.
+HANDOVER_TTL_S = 86400
+
+
+def publish_elsewhere(flush_id, fold, queue, message, counter_field, client, queue_client):
+    """publish_claimed() for a fold store on another Redis than ``queue``'s (on ``queue_client``): the digest goes
+    out with a handover mark in one step there, then the claim is dropped here. Whoever takes over a flusher that
+    died in between finds the mark and only drops the claim, so the digest is published once. Same codes."""
+    code = script("push_handover", on=queue_client)(
+        keys=[keys.handover(flush_id), keys.counters(), *keys.priority_lists(queue.name)],
+        args=[queue.capacity, fold.member, message, counter_field, HANDOVER_TTL_S],
+    )
+    if code != 0:
+        script("drop_claimed", on=client)(
+            keys=[keys.claimed(flush_id, fold.member), keys.claim_set(flush_id), keys.fold_store_size()],
+            args=[fold.member],
+        )
+    return code
+
+
 def unclaim(flush_id, member, client=None):
     """Give a claimed fold back to pending, merged with any fold of the same key that arrived since."""
     client = client or default_store()
@@ -211,11 +283,14 @@ def unclaim(flush_id, member, client=None):
     )
 
 
-def release(flush_id, client=None):
-    """Forget a flush whose claim set is empty."""
+def release(flush_id, client=None, handed_to=()):
+    """Forget a flush whose claim set is empty, and its handover marks on the Redis clients ``handed_to``: with
+    every fold published or given back, no takeover will look for them."""
     client = client or default_store()
     if client.scard(keys.claim_set(flush_id)) == 0:
         client.zrem(keys.claims(), flush_id)
+        for target in handed_to:
+            target.delete(keys.handover(flush_id))
 
 
 def expired_claims(client=None, now=None):

@@ -76,21 +76,23 @@ def publish_event(event):
         return admit(event, queue)
     except OutOfMemoryError as exc:
         # Redis at its maxmemory under noeviction: full, not broken; the caller retries later (ingest: 503).
-        raise Unavailable(f"Redis at {_where(event.kind.klass)} is out of memory; retry later") from exc
+        raise Unavailable(f"Redis at {_where(event.kind.klass, exc)} is out of memory; retry later") from exc
     except (RedisConnectionError, RedisTimeoutError, OperationalError, ReadOnlyError) as exc:
         # ReadOnlyError: a replica (a primary demoted by a failover, before the client asked the sentinels again).
-        where = _where(event.kind.klass)
+        where = _where(event.kind.klass, exc)
         raise Unavailable(f"Redis at {where} is unavailable ({type(exc).__name__}: {exc}); retry later") from exc
     except ResponseError as exc:
         if not str(exc).startswith(NO_REPLICAS):
             raise
         # A primary that lost its replicas (min-replicas-to-write): it refuses writes that a failover could lose.
-        where = _where(event.kind.klass)
+        where = _where(event.kind.klass, exc)
         raise Unavailable(f"Redis at {where} has too few replicas to accept writes ({exc}); retry later") from exc
 
 
-def _where(klass):
-    return describe(sluice_settings().queues[klass].redis_url)  # never the password
+def _where(klass, exc):
+    # The class's Redis, or the digest's when the fold on it is what failed (digest/store.py says so).
+    url = getattr(exc, "sluice_redis_url", None) or sluice_settings().queues[klass].redis_url
+    return describe(url)  # never the password
 
 
 OUTCOMES = {
@@ -103,7 +105,8 @@ OUTCOMES = {
 
 
 def admit(event, queue):
-    """Admit one validated event in one round trip (digest/lua/admit.lua); return its Outcome or raise Rejected."""
+    """Admit one validated event (digest/lua/admit.lua: one round trip, two when it folds on the digest's own
+    Redis); return its Outcome or raise Rejected."""
     conf = sluice_settings()
     message = event_message(event, queue.name, f'"{store.CHANNELS}"')
     done = store.admit(event, queue, message, default_plan(event.kind), conf.digest, event.notification_id)

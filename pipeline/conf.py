@@ -371,13 +371,7 @@ FOLD_BYTES_PER_KEY = 1024
 
 def _digest(raw, queues):
     conf = {**DEFAULT_DIGEST, **_mapping(raw, "SLUICE_DIGEST")}
-    if "redis_url" in conf:
-        # Folds stay on the Redis of the class they belong to, so admission decides in one round trip.
-        raise ImproperlyConfigured(
-            "SLUICE_DIGEST['redis_url'] is not offered: each folding class keeps its folds on its own Redis, "
-            "SLUICE_QUEUES[class]['redis_url'] (see docs/scaling.md)"
-        )
-    extra = set(conf) - {"flush_interval_s", "max_keys", "max_fold_keys", "max_fold_bytes"}
+    extra = set(conf) - {"flush_interval_s", "max_keys", "max_fold_keys", "max_fold_bytes", "redis_url"}
     if extra:
         raise ImproperlyConfigured(f"SLUICE_DIGEST has unknown keys {sorted(extra)}")
     bulk = queues["routine"].capacity + queues["background"].capacity
@@ -391,6 +385,9 @@ def _digest(raw, queues):
         "max_fold_bytes": _positive_int(
             conf.get("max_fold_bytes", FOLD_BYTES_PER_KEY * max_fold_keys), "SLUICE_DIGEST['max_fold_bytes']"
         ),
+        # The fold store's own Redis; "" keeps each folding class's folds on its class's Redis, where admission
+        # decides in one round trip (a store elsewhere costs a second one for each event it folds).
+        "redis_url": _redis_url(conf["redis_url"], "SLUICE_DIGEST['redis_url']") if conf.get("redis_url") else "",
     }
 
 

@@ -82,6 +82,8 @@ def throttle(user_id, kind):
 
 
 UNTHROTTLED = f"{PREFIX}:throttle:none"  # what admission is handed for a kind without a throttle: never touched
+# What admission is handed for the fold store's keys when the class folds on another Redis: never touched.
+ELSEWHERE = f"{PREFIX}:folds-elsewhere"
 
 
 def fold_store_size():
@@ -125,6 +127,11 @@ def claims():
 def claim_set(flush_id):
     """Set of the members one flush holds."""
     return f"{DIGEST_PREFIX}claim:{flush_id}"
+
+
+def handover(flush_id):
+    """Hash on a class's Redis: the members of one flush whose digests went out there from another Redis's store."""
+    return f"{DIGEST_PREFIX}handover:{flush_id}"
 
 
 def flush_backlog():

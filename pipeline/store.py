@@ -40,9 +40,21 @@ def get_redis(url=None):
 
 
 def class_redis(klass):
-    """The Redis of a class (SLUICE_QUEUES[klass]["redis_url"]): its queue, admission, folds, overflow,
-    throttles, send claims, dead letters and counters."""
+    """The Redis of a class (SLUICE_QUEUES[klass]["redis_url"]): its queue, admission, overflow, throttles, send
+    claims, dead letters and counters, and its folds unless SLUICE_DIGEST["redis_url"] names another Redis."""
     return _client(sluice_settings().queues[klass].redis_url).redis
+
+
+def fold_store_url(klass):
+    """The URL of the Redis that keeps ``klass``'s folds: SLUICE_DIGEST["redis_url"], else the class's own."""
+    conf = sluice_settings()
+    return conf.digest["redis_url"] or conf.queues[klass].redis_url
+
+
+def folds_elsewhere(klass):
+    """Whether ``klass`` folds on a Redis other than its queue's (admission then takes two round trips to fold,
+    and a flush hands its digests over from one Redis to the other)."""
+    return not same_redis(fold_store_url(klass), sluice_settings().queues[klass].redis_url)
 
 
 def shared_redis():
@@ -62,10 +74,11 @@ def distinct(urls):
 
 
 def every_url():
-    """One URL per distinct Redis Sluice uses: SLUICE_REDIS_URL's, then each class's (the exporter, capacity,
-    the admin and the tools read every one)."""
+    """One URL per distinct Redis Sluice uses: SLUICE_REDIS_URL's, each class's, then the digest's (the exporter,
+    capacity, the admin and the tools read every one)."""
     conf = sluice_settings()
-    return distinct([conf.redis_url, *(conf.queues[klass].redis_url for klass in CLASSES)])
+    digest = [conf.digest["redis_url"]] if conf.digest["redis_url"] else []
+    return distinct([conf.redis_url, *(conf.queues[klass].redis_url for klass in CLASSES), *digest])
 
 
 def every_redis():
@@ -73,18 +86,19 @@ def every_redis():
     return [get_redis(url) for url in every_url()]
 
 
-def _by_redis(classes):
+def _by_redis(classes, url_of=None):
     """{URL: those of ``classes`` on that Redis}, one URL per distinct Redis, in the classes' order."""
     groups = {}
     for klass in classes:
-        url = sluice_settings().queues[klass].redis_url
+        url = url_of(klass) if url_of else sluice_settings().queues[klass].redis_url
         groups.setdefault(identity(url), (url, []))[1].append(klass)
     return dict(groups.values())
 
 
 def fold_store_classes():
-    """{URL: the folding classes on that Redis}: each Redis of routine or background holds its own fold store."""
-    return _by_redis(("routine", "background"))
+    """{URL: the folding classes whose folds it keeps}: the digest's Redis, or each Redis of routine and
+    background."""
+    return _by_redis(("routine", "background"), fold_store_url)
 
 
 def classes_by_redis(client=None):
@@ -122,8 +136,8 @@ def reset():
 
 
 def use_redis(url):
-    """Point Sluice at the Redis at ``url`` from now on, in this process, every class included: the store, and
-    the Celery app's broker and connection pools (benchmarks, the demo and tests; a deployment sets
+    """Point Sluice at the Redis at ``url`` from now on, in this process, every class and the digest included: the
+    store, and the Celery app's broker and connection pools (benchmarks, the demo and tests; a deployment sets
     SLUICE_REDIS_URL)."""
     from django.conf import settings
 
@@ -136,6 +150,9 @@ def use_redis(url):
             klass: {k: v for k, v in conf.items() if k != "redis_url"} if isinstance(conf, dict) else conf
             for klass, conf in queues.items()
         }
+    digest = getattr(settings, "SLUICE_DIGEST", {}) or {}
+    if isinstance(digest, dict) and "redis_url" in digest:
+        settings.SLUICE_DIGEST = {k: v for k, v in digest.items() if k != "redis_url"}
     sluice_settings.cache_clear()
     app.conf.update(broker_settings(url))
     # Dropped, not closed: kombu keeps the pools in a registry by URL, and hands the same one back when a
@@ -149,9 +166,16 @@ INCLUDE = re.compile(r"^--! include (\w+)$", re.M)
 
 @cache
 def lua_source(path):
-    """A script's text, with each ``--! include <name>`` line replaced by pipeline/lua/include/<name>.lua."""
-    text = Path(path).read_text()
-    return INCLUDE.sub(lambda found: (LUA_DIR / "include" / f"{found[1]}.lua").read_text().strip(), text)
+    """A script's text, with each ``--! include <name>`` line replaced by include/<name>.lua beside the script
+    (a package's own shared Lua), else by pipeline/lua/include/<name>.lua."""
+    path = Path(path)
+    text = path.read_text()
+
+    def included(found):
+        own = path.parent / "include" / f"{found[1]}.lua"
+        return (own if own.exists() else LUA_DIR / "include" / f"{found[1]}.lua").read_text().strip()
+
+    return INCLUDE.sub(included, text)
 
 
 class Scripts:

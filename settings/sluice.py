@@ -79,6 +79,9 @@ SLUICE_KINDS = _env_json("SLUICE_KINDS", DEMO_KINDS)
 SLUICE_MAX_PAYLOAD_BYTES = int(os.environ.get("SLUICE_MAX_PAYLOAD_BYTES", 16 * 1024))
 
 SLUICE_DIGEST = _env_json("SLUICE_DIGEST", {"flush_interval_s": 60, "max_keys": 200})
+# The digest's own Redis (optional): REDIS_URL_DIGEST keeps every fold there instead of on its class's Redis.
+if os.environ.get("REDIS_URL_DIGEST") and isinstance(SLUICE_DIGEST, dict):
+    SLUICE_DIGEST = {**SLUICE_DIGEST, "redis_url": os.environ["REDIS_URL_DIGEST"]}
 
 # The channel gate's kill switch: False lets every class send without waiting on a shared channel.
 SLUICE_GATE_ENABLED = os.environ.get("SLUICE_GATE_ENABLED", "1") not in ("0", "false", "False")

@@ -349,17 +349,22 @@ def test_settings_split_between_configmap_and_secret():
 
 
 def test_a_redis_per_class_goes_into_the_secret_and_every_pod():
-    urls = {"critical": "redis://:pw@critical-redis:6379/0", "routine": "rediss://routine-redis:6380/0"}
+    urls = {
+        "critical": "redis://:pw@critical-redis:6379/0",
+        "routine": "rediss://routine-redis:6380/0",
+        "digest": "sentinel://digest-sentinel:26379/0?master_name=digest",
+    }
     objects = render_objects({"secrets": {"redisUrls": urls}})
     secret = {k: base64.b64decode(v).decode() for k, v in of_kind(objects, "Secret")[0]["data"].items()}
     assert secret["REDIS_URL_CRITICAL"] == urls["critical"]
     assert secret["REDIS_URL_ROUTINE"] == urls["routine"]
+    assert secret["REDIS_URL_DIGEST"] == urls["digest"]
     assert "REDIS_URL_BACKGROUND" not in secret  # background uses REDIS_URL
     config = of_kind(objects, "ConfigMap")[0]["data"]
     assert not [value for value in urls.values() if value in json.dumps(config)]
     for _, spec in pod_specs(objects):
         env = {e["name"]: e for c in spec["containers"] for e in c.get("env", [])}
-        for klass in CLASSES:
+        for klass in (*CLASSES, "digest"):
             ref = env[f"REDIS_URL_{klass.upper()}"]["valueFrom"]["secretKeyRef"]
             assert ref["key"] == f"REDIS_URL_{klass.upper()}"
             assert ref["optional"] is True

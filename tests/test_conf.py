@@ -41,7 +41,7 @@ def test_defaults_are_valid():
             r"\['critical'\]\['redis_url'\] is not a valid",
         ),
         ("SLUICE_QUEUES", {"background": {"redis_url": "redis://h/0", "redis": 1}}, "unknown keys \\['redis'\\]"),
-        ("SLUICE_DIGEST", {"redis_url": "redis://h/1"}, r"SLUICE_DIGEST\['redis_url'\] is not offered"),
+        ("SLUICE_DIGEST", {"redis_url": "http://h/1"}, r"SLUICE_DIGEST\['redis_url'\] must be"),
         ("SLUICE_REDIS_URL", "localhost:6379", "SLUICE_REDIS_URL must be a redis://"),
     ],
 )

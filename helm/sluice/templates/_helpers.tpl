@@ -213,8 +213,8 @@ volumes:
       name: {{ include "sluice.secretName" . }}
       key: SLUICE_CHANNEL_OPTIONS
       optional: true
-{{- /* A Redis per class: optional, so a class without its own uses REDIS_URL. */}}
-{{- range $class := list "CRITICAL" "ROUTINE" "BACKGROUND" }}
+{{- /* A Redis per class, and the digest's: optional, so a class without its own uses REDIS_URL. */}}
+{{- range $class := list "CRITICAL" "ROUTINE" "BACKGROUND" "DIGEST" }}
 - name: REDIS_URL_{{ $class }}
   valueFrom:
     secretKeyRef:

@@ -21,6 +21,11 @@ class Command(BaseCommand):
             action="store_true",
             help="every user has preferences, quiet hours and a throttled kind, all decided by admission",
         )
+        admission.add_argument(
+            "--folds",
+            action="store_true",
+            help="the folded path instead: the folds on the class's Redis against on the digest's own Redis",
+        )
         flood = sub.add_parser("gate", help="critical SMS latency under a background flood, gate on and off")
         flood.add_argument("--seconds", type=float, default=20)
         flood.add_argument("--flood", type=int, default=5000)
@@ -86,13 +91,20 @@ class Command(BaseCommand):
         write_json(json_path, result)
         self.stdout.write(json.dumps(result, indent=2, sort_keys=True))
 
-    def bench_admission(self, calls, rounds, choices=False, **options):
-        from sluice_tools.bench import admission
+    def bench_admission(self, calls, rounds, choices=False, folds=False, **options):
+        from sluice_tools.bench import admission, admission_folds
 
         def progress(done, total, last):
             shown = ", ".join(f"{k} {v:,.0f}/s" for k, v in last.items())
             self.stdout.write(f"round {done}/{total}: {shown}")
 
+        if folds:
+            result = admission_folds.run(calls, rounds, progress)
+            self.stdout.write(
+                f"a folded notify() with the digest's own Redis runs at {result['elsewhere_vs_here']}x the rate of one "
+                f"folding on its class's Redis; round trips {result['round_trips_per_notify']}"
+            )
+            return result
         result = admission.run(calls, rounds, progress, choices)
         self.stdout.write(
             f"notify() is {result['notify_vs_apply_async']}x apply_async (target >= 3x); raw LPUSH is "
