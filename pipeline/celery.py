@@ -158,10 +158,13 @@ def _connection_for(app, url):
     """A connection to another class's Redis with that URL's own transport, options and TLS (a sentinel:// class
     beside a redis:// one)."""
     found = broker_settings(url)
+    # Celery merges the app's own broker options (critical's) under these: a master name and sentinel credentials
+    # of critical's Sentinel must never be sent to another Redis's sentinels.
+    options = {"master_name": None, "sentinel_kwargs": None, **found["broker_transport_options"]}
     return app.connection_for_write(
         found["broker_url"],
         transport=found["broker_transport"],
-        transport_options=found["broker_transport_options"],
+        transport_options=options,
         ssl=found["broker_use_ssl"],
     )
 

@@ -175,3 +175,22 @@ def test_no_client_retries_a_failed_command_by_itself(url):
             s.connection_pool.make_connection().retry._retries == 0
             for s in client.connection_pool.sentinel_manager.sentinels
         )
+
+
+def test_a_publish_to_another_redis_carries_none_of_criticals_sentinel_options():
+    """The app's broker (critical's) is a Sentinel with a password: a task published to another class's Redis
+    is sent with that Redis's own options only, never critical's master name or sentinel credentials."""
+    from pipeline.celery import _connection_for, app
+
+    critical = urls.celery_broker("sentinel://s1:26379/0?master_name=critical-primary&sentinel_password=critical-only")
+    previous = app.conf.broker_transport_options
+    app.conf.update(broker_transport_options={**previous, **critical["broker_transport_options"]})
+    try:
+        plain = _connection_for(app, "redis://routine-redis:6379/0").transport_options
+        other = _connection_for(app, "sentinel://t1:26379/0?master_name=routine-primary").transport_options
+    finally:
+        app.conf.update(broker_transport_options=previous)
+    assert plain.get("master_name") is None
+    assert plain.get("sentinel_kwargs") is None
+    assert other["master_name"] == "routine-primary"
+    assert other.get("sentinel_kwargs") is None

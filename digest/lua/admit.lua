@@ -1,6 +1,7 @@
--- Admit one event in one round trip: the user's preferences, quiet hours, cadence and throttle, then the queue's
--- bound, then the fold store's. The face's class policy (notifications/policy.py) hands over its decision as
--- data (the kind's default plan, the user's mirrored choices); this script applies it atomically.
+-- Admit one event in one round trip (two when it folds on the digest's own Redis): the user's preferences, quiet
+-- hours, cadence and throttle, then the queue's bound, then the fold store's. The face's class policy
+-- (notifications/policy.py) hands over its decision as data (the kind's default plan, the user's mirrored
+-- choices); this script applies it atomically.
 --
 -- A plan is "instant channels|digest channels|strict", channels comma-separated; strict (1) means the user
 -- chose "instant" themselves, so the event is never folded, even when the queue is full (it waits in the
@@ -22,6 +23,7 @@
 -- KEYS[8]   fold hash, grain user|kind|entity
 -- KEYS[9]   fold hash, grain user|kind
 -- KEYS[10]  fold hash, grain user
+--           (KEYS 2, 3, 5 and 8-10 are a placeholder, never touched, when the folds live on another Redis)
 -- KEYS[11..] the queue's list, then its priority sub-lists (its depth)
 -- ARGV[1]   the kind's constants, ";"-separated (digest/store.py, cached per kind): class; kind; capacity;
 --           ceiling; default plan; mandatory (1/0); throttle max (0: none); throttle window, s; due keys that
