@@ -108,8 +108,9 @@ def classes_by_redis(client=None):
     return [(get_redis(url), classes) for url, classes in _by_redis(CLASSES).items()]
 
 
+@functools.lru_cache(maxsize=64)
 def same_redis(a, b):
-    """Whether two URLs name the same Redis database."""
+    """Whether two URLs name the same Redis database (cached: admission asks on every event it folds)."""
     return identity(a) == identity(b)
 
 
