@@ -12,6 +12,7 @@ from pathlib import Path
 from redis.exceptions import RedisError
 
 from pipeline import keys
+from pipeline.metrics import fold_field
 from pipeline.store import Scripts, class_redis, fold_store_url, folds_elsewhere, get_redis
 
 logger = logging.getLogger("sluice.digest")
@@ -117,7 +118,7 @@ def _fold_elsewhere(event, constants, grains, handed):
         # store refused (as when the store is full), never silently.
         logger.warning("digest: the fold store's Redis failed (%s); one event's digest part is counted refused", exc)
         with suppress(RedisError):
-            class_redis(klass).hincrby(keys.counters(), f"folds:{klass}:refused", 1)
+            class_redis(klass).hincrby(keys.counters(), fold_field(klass, "refused"), 1)
         return Admission(int(so_far), False, tuple(filter(None, instant.split(","))), "", "")
     return _admission(reply.decode().split("|"))
 

@@ -6,9 +6,7 @@ that dies in between is taken over without a second digest. Routine's and backgr
 """
 
 import json
-import threading
 import time
-from collections import Counter
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -33,8 +31,9 @@ from .test_per_class_redis import (
     ROUTINE_CAPACITY,
     Monitor,
     _servers,
-    account,
-    produce,
+    balanced,
+    books,
+    flood,
     queues,
 )
 from .test_per_class_redis import worker_database as worker_database
@@ -241,34 +240,15 @@ def test_a_flood_folds_on_the_digest_redis_and_nothing_is_lost(four, servers, se
     for monitor in monitors.values():
         monitor.start()
         assert monitor.ready.wait(10)
-    outcomes, waits = {k: [] for k in CLASSES}, {k: [] for k in CLASSES}
     try:
-        producers = [
-            threading.Thread(target=produce, args=(CRITICAL, 200, 50, 200, outcomes["critical"], waits["critical"])),
-            threading.Thread(target=produce, args=(ROUTINE, 3000, 100, 300, outcomes["routine"], waits["routine"])),
-            threading.Thread(
-                target=produce, args=(BACKGROUND, 500, 50, 20, outcomes["background"], waits["background"])
-            ),
-        ]
-        for thread in producers:
-            thread.start()
-        for thread in producers:
-            thread.join(120)
-        folded = Counter(o for _kind, o in outcomes["routine"])
-        assert folded[Outcome.FOLDED] > 0, f"the flood never filled routine's queue: {folded}"
-        collapsed = Counter(o for _kind, o in outcomes["background"])
-        assert collapsed[Outcome.COLLAPSED] > 0, f"background's queue never filled: {collapsed}"
+        outcomes, waits = flood()
         assert settle(urls), "the queues and the fold store never emptied"
     finally:
         for monitor in monitors.values():
             monitor.stop()
         for worker in workers:
             worker.stop()
-    from sluice_tools.bench.provider import SENT_KEY
-
-    records = [json.loads(raw) for raw in get_redis(urls["routine"]).lrange(SENT_KEY, 0, -1)]
-    by_class, duplicated = account([o for each in outcomes.values() for o in each], records)
-    longest = {klass: round(max(w) * 1000, 1) for klass, w in waits.items()}
+    by_class, duplicated, longest = books(urls, outcomes, waits)
     digest = servers["digest"].admin()
     print(
         f"\ndigest Redis: {json.dumps(by_class)} duplicated={duplicated} longest_wait_ms={json.dumps(longest)} "
@@ -279,11 +259,7 @@ def test_a_flood_folds_on_the_digest_redis_and_nothing_is_lost(four, servers, se
         assert monitor.commands, f"MONITOR saw nothing on {klass}'s Redis"
         assert not touched, f"{klass}'s Redis saw fold commands, e.g. {touched[:3]}"
     assert refused_on_digest(servers) == []
-    assert duplicated == 0
-    assert all(figures["lost"] == 0 for figures in by_class.values()), by_class
-    assert by_class["critical"]["refused"] == 0, by_class
-    for worker in workers:
-        assert not worker.problems(), worker.problems()
+    balanced(by_class, duplicated, workers)
 
 
 @pytest.mark.timeout(120)

@@ -142,6 +142,26 @@ def produce(kind, count, users, entities, outcomes, waits):
         outcomes.append((kind, outcome))
 
 
+def flood():
+    """Three producers at once: 200 critical events, a routine flood of 3,000 (100 users, 300 entities) and 500
+    background events (50 users, 20 entities); their outcomes and how long each call took, by class."""
+    outcomes, waits = {k: [] for k in CLASSES}, {k: [] for k in CLASSES}
+    producers = [
+        threading.Thread(target=produce, args=(CRITICAL, 200, 50, 200, outcomes["critical"], waits["critical"])),
+        threading.Thread(target=produce, args=(ROUTINE, 3000, 100, 300, outcomes["routine"], waits["routine"])),
+        threading.Thread(target=produce, args=(BACKGROUND, 500, 50, 20, outcomes["background"], waits["background"])),
+    ]
+    for thread in producers:
+        thread.start()
+    for thread in producers:
+        thread.join(120)
+    folded = Counter(o for _kind, o in outcomes["routine"])
+    assert folded[Outcome.FOLDED] > 0, f"the flood never filled routine's queue: {folded}"
+    collapsed = Counter(o for _kind, o in outcomes["background"])
+    assert collapsed[Outcome.COLLAPSED] > 0, f"background's queue never filled: {collapsed}"
+    return outcomes, waits
+
+
 def settle(urls, timeout=90):
     """Flush until every fold store and queue is empty and nothing is delivered but unacknowledged."""
     from digest.flush import run_flush
@@ -157,6 +177,22 @@ def settle(urls, timeout=90):
         return True
 
     return wait_for(empty, timeout)
+
+
+def books(urls, outcomes, waits):
+    """account() of a flood() against the recorder's sends, and each producer's longest call in ms."""
+    records = [json.loads(raw) for raw in get_redis(urls["routine"]).lrange(SENT_KEY, 0, -1)]
+    by_class, duplicated = account([o for each in outcomes.values() for o in each], records)
+    return by_class, duplicated, {klass: round(max(w) * 1000, 1) for klass, w in waits.items()}
+
+
+def balanced(by_class, duplicated, workers):
+    """The books of a flood() balance: nothing lost or sent twice, no critical event refused, clean worker logs."""
+    assert duplicated == 0
+    assert all(figures["lost"] == 0 for figures in by_class.values()), by_class
+    assert by_class["critical"]["refused"] == 0, by_class
+    for worker in workers:
+        assert not worker.problems(), worker.problems()
 
 
 def account(outcomes, records):
@@ -191,31 +227,14 @@ def test_routine_flood_never_touches_criticals_redis_and_nothing_is_lost(per_cla
     monitor = Monitor(urls["critical"])
     monitor.start()
     assert monitor.ready.wait(10)
-    outcomes, waits = {k: [] for k in CLASSES}, {k: [] for k in CLASSES}
     try:
-        producers = [
-            threading.Thread(target=produce, args=(CRITICAL, 200, 50, 200, outcomes["critical"], waits["critical"])),
-            threading.Thread(target=produce, args=(ROUTINE, 3000, 100, 300, outcomes["routine"], waits["routine"])),
-            threading.Thread(
-                target=produce, args=(BACKGROUND, 500, 50, 20, outcomes["background"], waits["background"])
-            ),
-        ]
-        for thread in producers:
-            thread.start()
-        for thread in producers:
-            thread.join(120)
-        flooded = Counter(o for _kind, o in outcomes["routine"])
-        assert flooded[Outcome.FOLDED] > 0, f"the flood never filled routine's queue: {flooded}"
-        collapsed = Counter(o for _kind, o in outcomes["background"])
-        assert collapsed[Outcome.COLLAPSED] > 0, f"background's queue never filled: {collapsed}"
+        outcomes, waits = flood()
         assert settle(urls), "the queues and fold stores never emptied"
     finally:
         monitor.stop()
         for worker in workers:
             worker.stop()
-    records = [json.loads(raw) for raw in get_redis(urls["routine"]).lrange(SENT_KEY, 0, -1)]
-    by_class, duplicated = account([o for each in outcomes.values() for o in each], records)
-    longest = {klass: round(max(w) * 1000, 1) for klass, w in waits.items()}
+    by_class, duplicated, longest = books(urls, outcomes, waits)
     print(
         f"\nper-class Redis: {json.dumps(by_class)} duplicated={duplicated} longest_wait_ms={json.dumps(longest)} "
         f"critical_redis_commands={len(monitor.commands)}"
@@ -233,11 +252,7 @@ def test_routine_flood_never_touches_criticals_redis_and_nothing_is_lost(per_cla
     assert all(m.split("\x06\x16")[-1] == "critical" for m in members), members
     others = [k for k in critical_keys if k not in bindings and any(mark.strip() in k for mark in FOREIGN)]
     assert not others, others
-    assert duplicated == 0
-    assert all(figures["lost"] == 0 for figures in by_class.values()), by_class
-    assert by_class["critical"]["refused"] == 0, by_class
-    for worker in workers:
-        assert not worker.problems(), worker.problems()
+    balanced(by_class, duplicated, workers)
 
 
 @pytest.mark.timeout(120)
