@@ -26,6 +26,7 @@ from .test_per_class_redis import (
     BACKGROUND_CAPACITY,
     CHANNELS,
     CRITICAL,
+    DIGEST,
     KINDS,
     ROUTINE,
     ROUTINE_CAPACITY,
@@ -35,11 +36,11 @@ from .test_per_class_redis import (
     books,
     flood,
     queues,
+    start_worker,
 )
 from .test_per_class_redis import worker_database as worker_database
 
 User = get_user_model()
-DIGEST = {"flush_interval_s": 60, "max_keys": 50}
 # Each of routine's and background's Redis may hold these digest keys only: a flush's handover marks.
 FOLD_MARKS = (keys.pending(), keys.fold_store_size(), f"{keys.PREFIX}:digest:fold:", keys.size_trigger())
 
@@ -216,18 +217,6 @@ def settle(urls, timeout=90):
         return get_redis(urls["digest"]).zcard(keys.pending()) == 0
 
     return wait_for(empty, timeout)
-
-
-def start_worker(klass, urls, database_url):
-    from sluice_tools.processes import WorkerProcess
-
-    env = {
-        "SLUICE_KINDS": json.dumps(KINDS),
-        "SLUICE_QUEUES": json.dumps(queues(urls)),
-        "SLUICE_DIGEST": json.dumps({**DIGEST, "redis_url": urls["digest"]}),
-        "DATABASE_URL": database_url,
-    }
-    return WorkerProcess(klass, urls["routine"], CHANNELS, env=env)
 
 
 @pytest.mark.slow

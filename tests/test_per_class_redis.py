@@ -40,6 +40,7 @@ FOREIGN = (
     ":routine",
     ":background",
 )
+DIGEST = {"flush_interval_s": 60, "max_keys": 50}
 ROUTINE_CAPACITY = 100
 BACKGROUND_CAPACITY = 50
 User = get_user_model()  # unsaved users with a pk: notify() takes them as they are
@@ -76,7 +77,7 @@ def per_class(settings, servers):
     settings.SLUICE_CHANNELS = CHANNELS
     settings.SLUICE_KINDS = KINDS
     settings.SLUICE_QUEUES = queues(urls)
-    settings.SLUICE_DIGEST = {"flush_interval_s": 60, "max_keys": 50}
+    settings.SLUICE_DIGEST = DIGEST
     return urls
 
 
@@ -97,10 +98,12 @@ def _env(**extra):
 
 
 def start_worker(klass, urls, database_url=None, **kwargs):
+    """A worker for ``klass`` with a Redis per class in ``urls`` (and the digest's, when ``urls`` has one)."""
+    digest = {**DIGEST, "redis_url": urls["digest"]} if "digest" in urls else DIGEST
     env = {
         "SLUICE_KINDS": json.dumps(KINDS),
         "SLUICE_QUEUES": json.dumps(queues(urls)),
-        "SLUICE_DIGEST": json.dumps({"flush_interval_s": 60, "max_keys": 50}),
+        "SLUICE_DIGEST": json.dumps(digest),
         **({"DATABASE_URL": database_url} if database_url else {}),
     }
     return WorkerProcess(klass, urls["routine"], CHANNELS, env=env, **kwargs)

@@ -4,11 +4,10 @@
 -- KEYS[3]   the fold store's size: k (keys), b (payload bytes)
 -- ARGV[1]   the claim-set member
 -- Returns   1 dropped; 0 it was gone already
+--! include claimed
 local dropped = 0
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('HINCRBY', KEYS[3], 'b', -(tonumber(redis.call('HGET', KEYS[1], 'z')) or 0))
-  redis.call('HINCRBY', KEYS[3], 'k', -1)
-  redis.call('DEL', KEYS[1])
+  forget_fold(KEYS[1], KEYS[3])
   dropped = 1
 end
 redis.call('SREM', KEYS[2], ARGV[1])

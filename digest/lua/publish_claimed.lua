@@ -14,6 +14,7 @@
 -- ARGV[4]   the counter field for a published digest message
 -- Returns   1 published; 0 the queue is full (the claim stays); -1 already published by another flusher
 --! include depth
+--! include claimed
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('SREM', KEYS[2], ARGV[2])
   return -1
@@ -22,9 +23,7 @@ if depth(5) >= tonumber(ARGV[1]) then
   return 0
 end
 redis.call('RPUSH', KEYS[5], ARGV[3])
-redis.call('HINCRBY', KEYS[4], 'b', -(tonumber(redis.call('HGET', KEYS[1], 'z')) or 0))
-redis.call('HINCRBY', KEYS[4], 'k', -1)
-redis.call('DEL', KEYS[1])
+forget_fold(KEYS[1], KEYS[4])
 redis.call('SREM', KEYS[2], ARGV[2])
 redis.call('HINCRBY', KEYS[3], ARGV[4], 1)
 return 1

@@ -7,6 +7,7 @@
 -- ARGV[1]  the member
 -- ARGV[2]  now: it was due, and is due again at once
 -- Returns  1 given back; 0 nothing was claimed under that name
+--! include claimed
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('SREM', KEYS[4], ARGV[1])
   return 0
@@ -23,9 +24,7 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
       redis.call('HSET', KEYS[2], field, value)
     end
   end
-  redis.call('HINCRBY', KEYS[5], 'b', -(tonumber(redis.call('HGET', KEYS[1], 'z')) or 0))
-  redis.call('HINCRBY', KEYS[5], 'k', -1)
-  redis.call('DEL', KEYS[1])
+  forget_fold(KEYS[1], KEYS[5])
   -- A live fold held for later (quiet hours, a cadence) keeps its time; the merged events wait with it.
   redis.call('ZADD', KEYS[3], 'GT', ARGV[2], ARGV[1])
 else
