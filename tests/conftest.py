@@ -141,3 +141,31 @@ def nothing_unexpected_in_the_logs(request):
             found.append(f"in-process: {text}")
     if found:
         pytest.fail("unexpected errors in the logs:\n" + "\n\n".join(found), pytrace=False)
+
+
+# How long a test waits for the tasks its in-process workers left running (see below).
+DRAIN_S = 30
+
+
+@pytest.fixture(autouse=True)
+def in_process_tasks_drained():
+    """Wait for the tasks an in-process worker still runs after it stopped, then empty Celery's worker state.
+
+    Celery keeps a worker's requests in process-global sets (celery.worker.state), and
+    celery.contrib.testing.worker.start_worker stops its worker cold: the thread pool's tasks keep running, and
+    each stays counted as reserved. With worker_disable_prefetch the next in-process worker of one slot then takes
+    nothing until that task ends, so a test could wait on a task of the test before it. A task still running
+    after DRAIN_S fails the test that left it.
+    """
+    import time
+
+    from celery.worker import state
+
+    yield
+    deadline = time.monotonic() + DRAIN_S
+    while state.active_requests and time.monotonic() < deadline:
+        time.sleep(0.02)
+    running = sorted(f"{task.name}[{task.id}]" for task in state.active_requests)
+    state.reset_state()
+    if running:
+        pytest.fail(f"tasks still running {DRAIN_S} s after their in-process worker stopped: {running}", pytrace=False)

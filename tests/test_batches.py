@@ -60,6 +60,28 @@ def worker_on(redis_client, settings, monkeypatch):
     scripted.reset()
 
 
+def _id_of(raw):
+    try:
+        return json.loads(raw)["headers"]["id"]
+    except (ValueError, KeyError, TypeError):
+        return raw[:60]
+
+
+def where_the_messages_are(redis_client):
+    """What a failed wait prints: the outbox, every list in Redis with its messages' ids, and the worker's requests."""
+    from celery.worker import state
+
+    lists = {}
+    for key in redis_client.scan_iter():
+        if redis_client.type(key) == b"list":
+            lists[key.decode(errors="replace")] = [_id_of(raw) for raw in redis_client.lrange(key, 0, -1)]
+    requests = {
+        name: sorted(r.id for r in group)
+        for name, group in (("active", state.active_requests), ("reserved", state.reserved_requests))
+    }
+    return f"outbox {[m.id for m in locmem.outbox]}, lists {lists}, worker {requests}"
+
+
 def channels(settings, backend, gate=None):
     settings.SLUICE_CHANNELS = {
         name: {"backend": backend, **(gate if gate and name == "push" else {})} for name in ("email", "sms", "push")
@@ -198,7 +220,7 @@ def test_a_message_the_batch_must_not_take_goes_back_to_the_queue(worker_on, set
     later = envelope("sluice.send.background", "later", json.dumps(kwargs), "background", "{}", eta=time.time() + 3600)
     redis_client.lpush("background", later)
     with worker_on():
-        assert wait_for(lambda: len(locmem.outbox) >= 3)
+        assert wait_for(lambda: len(locmem.outbox) >= 3), where_the_messages_are(redis_client)
         time.sleep(0.5)
         assert sorted(m.id for m in locmem.outbox) == ids
         assert not redis_client.keys(keys.fetch_prefix() + "*batch-*:processing:*") or not any(
