@@ -302,8 +302,9 @@ def sampler(window_s, every_s, stop, retain_s=None):
         stop.wait(every_s)
 
 
-def serve(host, port, window_s, every_s, floor_window_s=None):
-    """Run the sampler in a thread and serve HTTP until interrupted."""
+def serve(host, port, window_s, every_s, floor_window_s=None, on_listening=None):
+    """Run the sampler in a thread and serve HTTP until interrupted; ``on_listening()`` is called once the socket
+    takes connections, so whoever waits for the exporter's ready line can scrape it at once."""
     stop = threading.Event()
     # Samples are kept for the longer of the two windows (and at least window.RETAIN_S).
     retain_s = max(window_s, floor_window_s or window_s)
@@ -311,6 +312,8 @@ def serve(host, port, window_s, every_s, floor_window_s=None):
     thread.start()
     app = application(window_s, floor_window_s)
     server = make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler)
+    if on_listening is not None:
+        on_listening()
     try:
         server.serve_forever()
     finally:

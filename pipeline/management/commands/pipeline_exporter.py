@@ -27,5 +27,5 @@ class Command(BaseCommand):
         host = host or exporter_host()
         floor = floor_window or window
         urls = f"http://{host}:{port}/metrics and /scaler/<queue>"
-        self.stdout.write(f"exporter on {urls}, latency window {window:g} s, floor window {floor:g} s")
-        serve(host, port, window, sample_every, floor)
+        ready = f"exporter on {urls}, latency window {window:g} s, floor window {floor:g} s"
+        serve(host, port, window, sample_every, floor, on_listening=lambda: self.stdout.write(ready))
