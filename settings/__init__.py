@@ -120,6 +120,14 @@ EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = _flag("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "sluice@localhost")
+# anymail's settings from ANYMAIL_<NAME> variables (the chart's secrets.anymail): ANYMAIL_WEBHOOK_SECRET
+# ("user:password") authenticates the ESPs' tracking webhooks, ANYMAIL_MAILGUN_WEBHOOK_SIGNING_KEY and the like
+# check the ESPs that sign theirs, ANYMAIL_POSTMARK_SERVER_TOKEN and the like are the ESPs' API keys.
+ANYMAIL = {
+    name.removeprefix("ANYMAIL_"): value
+    for name, value in os.environ.items()
+    if name.startswith("ANYMAIL_") and value.strip()
+}
 
 from .sluice import *  # noqa: E402,F403
 
