@@ -51,7 +51,7 @@ def post(port, esp, body, secret=None):
 
 def rows(database, table):
     with sqlite3.connect(database) as db:
-        return db.execute(f"SELECT count(*) FROM sluice_notifications_{table}").fetchone()[0]  # noqa: S608
+        return db.execute(f"SELECT count(*) FROM sluice_notifications_{table}").fetchone()[0]
 
 
 @pytest.mark.slow
