@@ -71,6 +71,11 @@ def preferences(user_id):
     return f"{PREFIX}:prefs:{user_id}"
 
 
+def preferences_rate(user_id):
+    """Token bucket of one user's PUTs to the preferences API (the ingest tokens' Lua, ratelimit_token.lua)."""
+    return f"{PREFIX}:prefs-rate:{user_id}"
+
+
 def preferences_rebuilt():
     """Flag held for an hour after a full rebuild of the preferences' mirror."""
     return f"{PREFIX}:prefs:rebuilt"
