@@ -9,7 +9,7 @@ from sluice_tools.bench.common import bench_redis, write_json
 
 
 class Command(BaseCommand):
-    help = "Run a benchmark: admission, gate, incident, soak, kills, folds, providers, batches."
+    help = "Run a benchmark: admission, gate, incident, soak, kills, folds, providers, batches, preferences."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="name", required=True)
@@ -68,6 +68,9 @@ class Command(BaseCommand):
         cost.add_argument("--ceiling-seconds", type=float, default=8, help="seconds of each ceiling step (0: skip)")
         cost.add_argument(
             "--producers", default="1,2,4,8", help="producer processes of each ceiling step, comma-separated"
+        )
+        sub.add_parser(
+            "preferences", help="one 64 KiB PUT /api/preferences/: Redis commands and time; 16 at once and /healthz"
         )
         batches = sub.add_parser(
             "batches", help="background throughput per slot, batched against single sends; critical p99 meanwhile"
@@ -146,6 +149,11 @@ class Command(BaseCommand):
         from sluice_tools.bench import incident_run
 
         return incident_run.run(redis_url, scale, out, flush_interval, self.stdout)
+
+    def bench_preferences(self, redis_url, **options):
+        from sluice_tools.bench import preferences_put
+
+        return preferences_put.run(redis_url, self.stdout)
 
     def bench_folds(self, redis_url, events, users, **options):
         from sluice_tools.bench import folds
