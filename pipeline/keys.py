@@ -111,6 +111,11 @@ def rejected_burst(klass):
     return f"{PREFIX}:rejected-burst:{klass}"
 
 
+def refused_burst(klass, what):
+    """Flag held during a burst of refusals of one kind (``what``: "folds", "overflow"), so the log says so once."""
+    return f"{PREFIX}:refused-burst:{klass}:{what}"
+
+
 def drain_rate(queue):
     """The queue's drain rate in messages per second over the exporter's window, as it last measured it."""
     return f"{PREFIX}:drain-rate:{queue}"

@@ -136,5 +136,11 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {"sluice": {"handlers": ["console"], "level": os.environ.get("SLUICE_LOG_LEVEL", "INFO")}},
+    "loggers": {
+        "sluice": {"handlers": ["console"], "level": os.environ.get("SLUICE_LOG_LEVEL", "INFO")},
+        # Django logs a 5xx (with its stack) and a refused forged request at ERROR; its own default shows them only
+        # while DEBUG is on, and mails them to ADMINS, which this project has none of.
+        "django.request": {"handlers": ["console"], "level": "ERROR"},
+        "django.security": {"handlers": ["console"], "level": "ERROR"},
+    },
 }

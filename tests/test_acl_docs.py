@@ -17,4 +17,3 @@ def documented_rules():
 
 def test_the_documented_acl_rules_are_the_codes():
     assert documented_rules() == acl_rules(QUEUES).split()
-

@@ -14,6 +14,7 @@ from . import deadline_http
 from .base import BaseChannel, PermanentSendError, TransientSendError
 
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
+HEADER_VALUE = re.compile(r"[^\x00-\x08\x0a-\x1f\x7f]*")
 FIELDS = ("id", "recipient", "subject", "body", "kind", "channel", "class", "entity_id")
 # A provider's answer about the message itself (a malformed number, an unregistered device token): no retry and no
 # other provider can help. Every other answer that is not 2xx counts as transient, unless listed below.
@@ -90,7 +91,14 @@ class HttpProviderChannel(BaseChannel):
             data, content_type = json.dumps(filled, ensure_ascii=False).encode(), "application/json"
         else:
             data, content_type = urlencode(filled).encode(), "application/x-www-form-urlencoded"
-        headers = {"Content-Type": content_type, **self.headers, **(self.auth() if self.auth else {})}
+        # A token read from a file often ends in a newline: trimmed. Any other line break or control character would
+        # make http.client refuse the header quoting its value (the token) into the error, the log and the dead
+        # letter: refused here naming the header only.
+        auth = {name: str(value).strip() for name, value in (self.auth() if self.auth else {}).items()}
+        headers = {"Content-Type": content_type, **self.headers, **auth}
+        for name, value in headers.items():
+            if not HEADER_VALUE.fullmatch(str(value)):
+                raise TransientSendError(f"the {name!r} header has a line break or a control character (not shown)")
         if self.idempotency_header:
             headers[self.idempotency_header] = message.id
         try:
