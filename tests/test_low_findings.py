@@ -1,6 +1,7 @@
 """The low findings of the review of the new edges: secrets kept out of error text, one service namespace per
 service, the Redis-backed admin pages' row URLs, one log line per burst of refused folds, and 5xx in the logs."""
 
+import dataclasses
 import logging
 import os
 import subprocess
@@ -10,7 +11,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from notifications import Rejected, notify
-from notifications.channels.base import Message, TransientSendError
+from notifications.channels.base import Message, PermanentSendError, TransientSendError
 from notifications.channels.http_provider import HttpProviderChannel
 from notifications.models import service_slug
 from pipeline.urls import describe_unchecked, parse
@@ -115,3 +116,15 @@ def test_sluices_own_settings_log_5xx():
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "settings", "DJANGO_SECRET_KEY": "s" * 50}
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert "ERROR django.request Internal Server Error: /api/x/" in done.stderr
+
+
+def test_only_the_listed_kinds_may_name_an_sms_recipient_in_the_payload():
+    with ProviderStandIn("sms") as standin:
+        channel = HttpProviderChannel(
+            "sms", url=standin.url, recipient="payload.to", body={"id": "{id}", "to": "{recipient}"},
+            payload_recipient_kinds=["k"],
+        )  # fmt: skip
+        channel.send(message())  # kind "k" is listed
+        with pytest.raises(PermanentSendError, match="may not name its recipient"):
+            channel.send(dataclasses.replace(message(), id="n2", kind="marketing.blast"))
+    assert standin.accepted_ids() == ["n1"]
