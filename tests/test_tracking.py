@@ -14,6 +14,7 @@ from notifications.channels.base import Message
 from notifications.delivery import record_sent
 from notifications.models import Delivery, Suppression
 from pipeline.metrics import read_counters
+from tests.test_security_webhooks import esp_provider
 
 POSTMARK_URL = "/api/anymail/postmark/tracking/"
 MAILGUN_URL = "/api/anymail/mailgun/tracking/"
@@ -21,14 +22,6 @@ SECRET = "hooks:correct-horse-battery"
 SIGNING_KEY = "mailgun-signing-key"
 FORGED = "django.security.AnymailWebhookValidationFailure"
 METADATA = {"sluice_id": "n1", "sluice_channel": "email", "sluice_kind": "login.code"}
-
-
-def esp_provider(name):
-    return {
-        "name": name,
-        "backend": "notifications.channels.esp.AnymailChannel",
-        "options": {"email_backend": f"anymail.backends.{name}.EmailBackend"},
-    }
 
 
 @pytest.fixture(autouse=True)
