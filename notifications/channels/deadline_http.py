@@ -51,6 +51,7 @@ def request(method, url, body, headers, timeout_s):
         conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     watched = _Watched(conn)
+    response = None
     watchdog = threading.Timer(timeout_s, watched.abort)
     watchdog.daemon = True
     watchdog.start()
@@ -74,6 +75,8 @@ def request(method, url, body, headers, timeout_s):
         raise
     finally:
         watchdog.cancel()
+        if response is not None:
+            response.close()  # after "Connection: close" the response alone holds the socket's file
         conn.close()
         watched.close()
 
