@@ -1,6 +1,7 @@
 """What one PUT /api/preferences/ costs the web tier as deployed (gunicorn, Sluice's settings): Redis commands
 (INFO commandstats) and time for a 64 KiB body of repeated rows and for the largest body of distinct rows, then
-16 such 64 KiB PUTs at once by 16 users, ROUNDS times, while /healthz is polled."""
+16 such 64 KiB PUTs at once by 16 users, ROUNDS times, while /healthz is polled; and 8 valid PUTs at once by one
+user (one user's PUTs take turns: none may fail)."""
 
 import json
 import os
@@ -19,11 +20,12 @@ import redis
 from sluice_tools.processes import ROOT, ManagedProcess
 from sluice_tools.redis_server import free_port
 
-USERS = 17
+USERS = 18  # one for the single PUTs, 16 at once, and one whose own PUTs go at once
 BODY_BYTES = 64 * 1024
 CONCURRENT = 16
 HEALTHZ_EVERY_S = 0.02
 ROUNDS = 5
+SAME_USER = 8
 HEALTHZ_TIMEOUT_S = 60
 
 MAKE_SESSIONS = """
@@ -181,6 +183,13 @@ def run(redis_url, out):
             "healthz_polls": len(latencies),
         }
         out.write(f"{CONCURRENT} 64 KiB PUTs at once, {ROUNDS} times: {result['concurrent_64k_puts']}\n")
+        with ThreadPoolExecutor(SAME_USER) as pool:
+            same = list(pool.map(lambda _: put(port, sessions[-1], distinct), range(SAME_USER)))
+        result["same_user_puts_at_once"] = {
+            "puts": SAME_USER,
+            "statuses": sorted({str(status): [s for s, _ in same].count(status) for status, _ in same}.items()),
+        }
+        out.write(f"{SAME_USER} valid PUTs at once by one user: {result['same_user_puts_at_once']}\n")
     finally:
         server.stop()
     return result
