@@ -14,7 +14,7 @@ from pipeline import breaker
 
 from . import delivery, expiry
 from .channels import get_provider
-from .channels.base import PermanentSendError, TransientSendError
+from .channels.base import PermanentSendError, TransientSendError, accepted
 
 logger = logging.getLogger("sluice.providers")
 
@@ -42,7 +42,7 @@ def send(message, channel):
             continue
         started = time.perf_counter()
         try:
-            provider_message_id = get_provider(channel.name, provider.name).send(message)
+            provider_message_id, recipient = accepted(get_provider(channel.name, provider.name).send(message))
         except PermanentSendError:
             # The provider works: it refused this message. Another one would refuse it too.
             breaker.record(channel.name, provider.name, provider.breaker, "rejected", _since(started), permit)
@@ -53,7 +53,7 @@ def send(message, channel):
             logger.info("send %s on %s: provider %s failed, trying the next", message.id, channel.name, provider.name)
             continue
         breaker.record(channel.name, provider.name, provider.breaker, "accepted", _since(started), permit)
-        delivery.record_sent(message, provider.name, provider_message_id)
+        delivery.record_sent(message, provider.name, provider_message_id, recipient)
         return provider.name, provider_message_id
     error = TransientSendError(f"no provider accepted the send: {'; '.join(tried)}")
     if len(waits) == len(channel.providers) and None not in waits:
@@ -108,7 +108,8 @@ def send_many(messages, channel):
                 failed.append(index)
             else:
                 outcomes.add("accepted")
-                delivery.record_sent(messages[index], provider.name, answer)
+                answer, recipient = accepted(answer)
+                delivery.record_sent(messages[index], provider.name, answer, recipient)
                 results[index] = (provider.name, answer)
         outcome = "accepted" if "accepted" in outcomes else "rejected" if outcomes else "failed"
         breaker.record(channel.name, provider.name, provider.breaker, outcome, _since(started), permit)
