@@ -2,7 +2,6 @@
 
 import json
 import logging
-import multiprocessing
 import threading
 import time
 from collections import Counter
@@ -13,7 +12,6 @@ from notifications import Outcome, Rejected, notify, preferences
 from notifications.exceptions import QueueCeilingReached
 from pipeline import keys
 from pipeline.depth import snapshot
-from tests.producers import produce
 
 
 @pytest.fixture
@@ -140,32 +138,3 @@ def test_snapshot_counts_priority_sub_lists(redis_client):
     redis_client.lpush("routine", "a")
     redis_client.lpush(keys.priority_lists("routine")[2], "b", "c")
     assert snapshot()["routine"] == {"queue": "routine", "capacity": 2048, "ceiling": 4096, "depth": 3}
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(180)
-def test_bound_is_exact_across_eight_producer_processes(redis_client, redis_server, monkeypatch):
-    monkeypatch.setenv("SLUICE_QUEUES", json.dumps({"routine": {"capacity": 1000}}))
-    highest = 0
-    stop = threading.Event()
-
-    def watch():
-        nonlocal highest
-        while not stop.is_set():
-            highest = max(highest, redis_client.llen("routine"))
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    context = multiprocessing.get_context("spawn")
-    barrier = context.Manager().Barrier(8)
-    with context.Pool(8) as pool:
-        results = pool.starmap(produce, [("task.comment", 2000, 1, f"p{n}", barrier) for n in range(8)])
-    stop.set()
-    watcher.join()
-    total = sum(results, Counter())
-    assert sum(total.values()) == 16000  # every call got a definite outcome
-    assert total == {"accepted": 1000, "folded": 15000}
-    assert redis_client.llen("routine") == 1000
-    assert highest <= 1000
-    folded = sum(int(redis_client.hget(keys.fold(m.decode()), "n")) for m in redis_client.zrange(keys.pending(), 0, -1))
-    assert folded == 15000

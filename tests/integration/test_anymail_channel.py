@@ -50,7 +50,7 @@ def esp():
         def do_POST(self):
             body = self.rfile.read(int(self.headers["Content-Length"]))
             seen.append((self.path, dict(self.headers), json.loads(body)))
-            time.sleep(answer["hang_s"])
+            time.sleep(answer["hang_s"])  # an ESP that hangs: the test is about the deadline
             data = json.dumps(answer["body"]).encode()
             try:
                 self.send_response(answer["status"])

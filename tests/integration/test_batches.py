@@ -2,7 +2,6 @@
 a critical send passes a batch; a worker killed mid-batch loses nothing."""
 
 import json
-import signal
 import time
 
 import pytest
@@ -18,10 +17,8 @@ from pipeline.celery import app
 from pipeline.conf import sluice_settings
 from pipeline.message import envelope
 from pipeline.metrics import read_counters
-from sluice_tools.bench.provider import sent_records
-from sluice_tools.processes import WorkerProcess
 from tests import scripted
-from tests.conftest import wait_for
+from tests.waiting import settled, wait_for
 
 LOCMEM = "notifications.channels.locmem.LocmemChannel"
 SCRIPTED = "tests.scripted.ScriptedChannel"
@@ -94,8 +91,8 @@ def test_a_batch_sends_each_message_once_in_one_bulk_call_with_its_own_claim(wor
     settings.SLUICE_QUEUES = {"background": {"batch": 1000}}
     ids = enqueue(redis_client, 40)
     with worker_on():
-        assert wait_for(lambda: len(locmem.outbox) >= 40)
-        time.sleep(0.3)
+        wait_for(lambda: len(locmem.outbox) >= 40)
+        wait_for(lambda: settled("background"), what="the batch acked")
     assert sorted(m.id for m in locmem.outbox) == ids
     # The task's own message took the 39 others: one provider call for all of them, in queue order.
     assert locmem.bulk_calls == [ids]
@@ -117,7 +114,7 @@ def test_the_batch_size_is_the_setting(worker_on, settings, redis_client):
     settings.SLUICE_QUEUES = {"background": {"batch": 7}}
     ids = enqueue(redis_client, 20)
     with worker_on():
-        assert wait_for(lambda: len(locmem.outbox) >= 20)
+        wait_for(lambda: len(locmem.outbox) >= 20)
     assert sorted(m.id for m in locmem.outbox) == ids
     assert [len(call) for call in locmem.bulk_calls] == [7, 7, 6]
 
@@ -127,7 +124,7 @@ def test_a_backend_without_send_many_falls_back_to_single_sends(worker_on, setti
     channels(settings, SCRIPTED)
     ids = enqueue(redis_client, 25)
     with worker_on():
-        assert wait_for(lambda: len(scripted.sent) >= 25)
+        wait_for(lambda: len(scripted.sent) >= 25)
     assert [nid for nid, _channel in scripted.sent] == ids
     assert read_counters(redis_client)["sent:push:background:sent"] == 25
 
@@ -138,8 +135,8 @@ def test_a_transient_failure_retries_only_that_message(worker_on, settings, redi
     scripted.plan["push"] = ["ok", "ok", "transient"]
     ids = enqueue(redis_client, 10)
     with worker_on():
-        assert wait_for(lambda: len(scripted.sent) >= 10)
-        time.sleep(0.3)
+        wait_for(lambda: len(scripted.sent) >= 10)
+        wait_for(lambda: settled("background"), what="the batch and its retry acked")
     sent = [nid for nid, _channel in scripted.sent]
     assert sorted(sent) == ids  # each once: the other nine were not sent again
     assert sent[-1] == ids[2]  # the one that failed went out on its retry
@@ -156,8 +153,8 @@ def test_a_permanent_failure_dead_letters_only_that_message(worker_on, settings,
     scripted.plan["push"] = ["ok", "permanent"]
     ids = enqueue(redis_client, 10)
     with worker_on():
-        assert wait_for(lambda: len(scripted.sent) >= 9 and deadletters.size() >= 1)
-        time.sleep(0.3)
+        wait_for(lambda: len(scripted.sent) >= 9 and deadletters.size() >= 1)
+        wait_for(lambda: settled("background"), what="the batch acked")
     assert sorted(nid for nid, _channel in scripted.sent) == ids[:1] + ids[2:]
     letters = deadletters.entries()
     assert [(letter.notification_id, letter.reason) for letter in letters] == [(ids[1], "permanent")]
@@ -173,13 +170,13 @@ class SlowChannel(BaseChannel):
     def send(self, message):
         if self.name == "push":
             SlowChannel.sent.append((message.id, time.monotonic()))
-        time.sleep(0.15)
+        time.sleep(0.15)  # the send's own duration: the test is about what passes while a batch sends
 
 
 @pytest.mark.timeout(90)
 def test_a_critical_send_passes_the_messages_a_batch_has_not_started(worker_on, settings, redis_client, monkeypatch):
     # One send at a time on push: a batch sends message by message, asking the gate before each one.
-    channels(settings, "tests.test_batches.SlowChannel", gate={"concurrency": 1, "hold_ms": 300})
+    channels(settings, "tests.integration.test_batches.SlowChannel", gate={"concurrency": 1, "hold_ms": 300})
     SlowChannel.sent = []
     given_back, critical_started = [], []
     real_give_back, real_send_once = fetch.BatchConsumer.give_back, tasks.send_once
@@ -197,9 +194,9 @@ def test_a_critical_send_passes_the_messages_a_batch_has_not_started(worker_on, 
     monkeypatch.setattr(tasks, "send_once", spy_send_once)
     ids = enqueue(redis_client, 20)
     with worker_on(queues=("critical", "background"), concurrency=2):
-        assert wait_for(lambda: len(SlowChannel.sent) >= 3)
+        wait_for(lambda: len(SlowChannel.sent) >= 3)
         enqueue(redis_client, 1, kind="meeting.reminder", queue="critical", prefix="crit")
-        assert wait_for(lambda: len(SlowChannel.sent) >= 21, timeout=30)
+        wait_for(lambda: len(SlowChannel.sent) >= 21, timeout=30)
     order = [nid for nid, _at in SlowChannel.sent]
     assert sorted(nid for nid in order if nid != "crit0000") == ids
     at_gate = critical_started[0]
@@ -220,12 +217,13 @@ def test_a_message_the_batch_must_not_take_goes_back_to_the_queue(worker_on, set
     later = envelope("sluice.send.background", "later", json.dumps(kwargs), "background", "{}", eta=time.time() + 3600)
     redis_client.lpush("background", later)
     with worker_on():
-        assert wait_for(lambda: len(locmem.outbox) >= 3), where_the_messages_are(redis_client)
-        time.sleep(0.5)
-        assert sorted(m.id for m in locmem.outbox) == ids
-        assert not redis_client.keys(keys.fetch_prefix() + "*batch-*:processing:*") or not any(
-            redis_client.llen(key) for key in redis_client.keys(keys.fetch_prefix() + "*batch-*:processing:*")
+        wait_for(lambda: len(locmem.outbox) >= 3, what=lambda: f"three sent: {where_the_messages_are(redis_client)}")
+        batch_lists = keys.fetch_prefix() + "*batch-*:processing:*"
+        wait_for(
+            lambda: not any(redis_client.llen(key) for key in redis_client.keys(batch_lists)),
+            what="the batch's processing list emptied (the later message given back)",
         )
+        assert sorted(m.id for m in locmem.outbox) == ids
 
 
 def test_critical_batches_are_refused_and_sizes_are_checked(settings):
@@ -243,44 +241,6 @@ def test_critical_batches_are_refused_and_sizes_are_checked(settings):
     assert (queues["critical"].batch, queues["routine"].batch, queues["background"].batch) == (1, 50, 200)
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(180)
-@pytest.mark.expected_errors("exited with .signal 9")
-def test_a_worker_killed_mid_batch_loses_nothing(redis_server, redis_client):
-    # No bulk call: one message a call, so the batch is still under way when it is killed.
-    provider = {
-        "backend": "sluice_tools.bench.provider.SimulatedProvider",
-        "options": {"latency_ms": 30},
-    }
-    channels_conf = {name: provider for name in ("email", "sms", "push")}
-    ids = enqueue(redis_client, 300)
-    env = {"SLUICE_FETCH_DEAD_AFTER_S": "3", "SLUICE_VISIBILITY_TIMEOUT_S": "10"}
-    first = WorkerProcess(
-        "background", redis_server.url, channels=channels_conf, extra=["--concurrency", "1"], env=env
-    ).start()
-    try:
-        assert wait_for(lambda: redis_client.llen("sluice:bench:sent") >= 20, timeout=60)
-        first.process.send_signal(signal.SIGKILL)  # a threads pool: the batch runs in this one process
-        first.process.wait()
-        held = sum(redis_client.llen(key) for key in redis_client.keys(keys.fetch_prefix() + "*batch-*:processing:*"))
-        assert held > 100  # the batch held most of them when it died
-    finally:
-        first.stop()
-    second = WorkerProcess(
-        "background", redis_server.url, channels=channels_conf, extra=["--concurrency", "1"], env=env
-    ).start()
-    try:
-        assert wait_for(lambda: len({r["id"] for r in sent_records(redis_client)}) >= 300, timeout=120)
-        time.sleep(1)
-    finally:
-        second.stop()
-    records = [r["id"] for r in sent_records(redis_client)]
-    assert sorted(set(records)) == ids  # lost: none
-    # A duplicate only from the send under way when the kill came: the provider returned, "sent" was not recorded.
-    assert len(records) - len(set(records)) <= 1
-    assert redis_client.llen("background") == 0
-
-
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("partitioned", [False, True])
 def test_critical_active_sees_a_waiting_critical_and_the_hold_window(redis_client, settings, partitioned):
@@ -294,7 +254,7 @@ def test_critical_active_sees_a_waiting_critical_and_the_hold_window(redis_clien
     with gate.slot("push", "critical", payload):
         pass
     assert fetch.critical_active("push", partition)  # the hold window after a critical send
-    time.sleep(0.35)
+    time.sleep(0.35)  # the 300 ms hold window runs out: the test is about that window
     assert not fetch.critical_active("push", partition)
     with pytest.raises(gate.GateTimeout):
         with gate.slot("push", "critical", payload, max_wait_s=0):  # no token: it waits (registered as waiting)
@@ -310,7 +270,7 @@ def test_a_batch_takes_no_more_than_its_share_of_the_ceiling_margin(worker_on, s
     settings.SLUICE_QUEUES = {"background": {"capacity": 40, "ceiling": 56, "batch": 1000}}
     ids = enqueue(redis_client, 9)
     with worker_on():
-        assert wait_for(lambda: len(locmem.outbox) >= 9)
+        wait_for(lambda: len(locmem.outbox) >= 9)
     assert sorted(m.id for m in locmem.outbox) == ids
     assert [len(call) for call in locmem.bulk_calls] == [3, 3, 3]
 
@@ -339,7 +299,7 @@ def test_a_bulk_call_carries_no_more_than_the_gates_burst(worker_on, settings, r
     channels(settings, LOCMEM, gate={"rate_per_s": 1000, "burst": 5})
     ids = enqueue(redis_client, 12)
     with worker_on():
-        assert wait_for(lambda: len(locmem.outbox) >= 12)
+        wait_for(lambda: len(locmem.outbox) >= 12)
     assert sorted(m.id for m in locmem.outbox) == ids
     assert max(len(call) for call in locmem.bulk_calls) <= 5
     assert sum(len(call) for call in locmem.bulk_calls) == 12
@@ -372,7 +332,7 @@ def test_bulk_failover_moves_only_the_messages_that_failed(redis_client, setting
     from notifications import providers
     from notifications.channels.base import Message
 
-    backend = "tests.test_batches.BulkProvider"
+    backend = "tests.integration.test_batches.BulkProvider"
     settings.SLUICE_CHANNELS = {
         "push": {
             "providers": [

@@ -172,7 +172,7 @@ def test_webhook_timeout_bounds_the_whole_send(http_server):
             for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 200:
                 self.wfile.write(bytes([byte]))
                 self.wfile.flush()
-                time.sleep(0.3)
+                time.sleep(0.3)  # the trickle's pace: the test is about a reply that never ends
 
         def log_message(self, *args):
             pass

@@ -1,7 +1,5 @@
 """End to end with a real Celery worker: each class is delivered once, through the locmem backend."""
 
-import time
-
 import pytest
 from celery.contrib.testing.worker import start_worker
 
@@ -10,7 +8,7 @@ from notifications.kinds import get_kind
 from notifications.policy import Event, publish_event
 from notifications.tasks import send_tasks
 from pipeline.celery import app
-from tests.conftest import wait_for
+from tests.waiting import settled, wait_for
 
 
 @pytest.fixture
@@ -37,8 +35,8 @@ def worker(redis_client, locmem_channels):
 )
 def test_each_class_is_delivered_on_each_channel(worker, user, kind, klass, channels):
     notify(user, kind, entity_id="m-7", payload={"title": "Weekly sync"})
-    assert wait_for(lambda: len(worker) == len(channels))
-    time.sleep(0.1)
+    wait_for(lambda: len(worker) == len(channels))
+    wait_for(lambda: settled(klass), what="the send acked")
     assert {m.channel for m in worker} == channels
     message = worker[0]
     assert (message.kind, message.klass, message.user_id, message.entity_id) == (kind, klass, user.pk, "m-7")
@@ -49,11 +47,11 @@ def test_each_class_is_delivered_on_each_channel(worker, user, kind, klass, chan
 def test_redelivered_message_is_not_sent_twice(worker, user):
     event = Event(get_kind("meeting.invitation"), "fixed-id-1", user.pk, "m-1", "{}")
     publish_event(event)
-    assert wait_for(lambda: len(worker) == 1)
+    wait_for(lambda: len(worker) == 1)
     publish_event(event)  # the same notification id again, as a redelivery would bring it
     notify(user, "meeting.invitation", entity_id="m-2")
-    assert wait_for(lambda: len(worker) == 2)
-    time.sleep(0.3)
+    wait_for(lambda: len(worker) == 2)
+    wait_for(lambda: settled("critical", "routine", "background"), what="every message acked")
     assert sorted(m.entity_id for m in worker) == ["m-1", "m-2"]
 
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from sluice_tools.processes import ROOT
-from tests.test_chart import of_kind, render_objects
+from tests.unit.test_chart import of_kind, render_objects
 
 
 def chart_environment():
@@ -24,26 +24,6 @@ def manage(env, *args):
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
-
-
-@pytest.mark.slow
-def test_check_deploy_has_no_warnings_with_the_charts_settings():
-    env = chart_environment()
-    assert env["DJANGO_SETTINGS_MODULE"] == "settings"
-    assert len(env["DJANGO_SECRET_KEY"]) >= 50
-    done = manage(env, "check", "--deploy", "--fail-level", "WARNING")
-    print(done.stdout, done.stderr)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "System check identified no issues (0 silenced)." in done.stdout
-
-
-@pytest.mark.slow
-def test_the_public_development_key_is_refused_unless_debug_is_on():
-    env = {**chart_environment(), "DJANGO_SECRET_KEY": ""}
-    refused = manage(env, "check")
-    assert refused.returncode != 0
-    assert "DJANGO_SECRET_KEY is not set, and DEBUG is off" in refused.stderr
-    assert manage({**env, "DJANGO_DEBUG": "1"}, "check").returncode == 0
 
 
 def test_passwords_are_validated(settings):

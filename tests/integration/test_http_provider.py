@@ -68,7 +68,7 @@ def test_fcm_style_json_with_a_token_callable_and_the_id_as_idempotency_key(serv
         "push",
         url=url,
         recipient="payload.phone",
-        auth="tests.test_http_provider.fcm_token",
+        auth="tests.integration.test_http_provider.fcm_token",
         body={"message": {"token": "{recipient}", "notification": {"title": "{subject}", "body": "{body}"}}},
         message_id_field="result.name",
     )
@@ -162,7 +162,7 @@ def test_the_recipient_comes_from_the_payload_the_user_or_a_callable(server, use
     with pytest.raises(PermanentSendError, match="no recipient"):
         HttpProviderChannel("sms", url=url, recipient="payload.phone").send(message(payload={}))
     HttpProviderChannel("sms", url=url, recipient="user.email").send(message(user_id=user.pk))
-    HttpProviderChannel("sms", url=url, recipient="tests.test_http_provider.device_of").send(message())
+    HttpProviderChannel("sms", url=url, recipient="tests.integration.test_http_provider.device_of").send(message())
     assert [json.loads(body)["to"] for _path, _headers, body in seen] == ["ada@example.com", "device-n1"]
 
 

@@ -1,23 +1,16 @@
 """The "sent" marks (pipeline.marks): compact, found by a redelivery, and gone once no redelivery can come."""
 
-import json
 import time
-from collections import Counter
 
 import pytest
-from django.contrib.auth import get_user_model
 
-from notifications import Outcome, notify
 from notifications.tasks import send_tasks
 from pipeline import deadletters, keys, marks
 from pipeline.celery import app
 from pipeline.metrics import finish_send, read_counters
 from pipeline.store import script
-from sluice_tools.bench.provider import sent_records
 from sluice_tools.kinds import DEMO_KINDS
-from sluice_tools.processes import WorkerProcess
-from tests.conftest import wait_for
-from tests.test_reliability_worker import RECORDER, UNACKED_INDEX, kill_tree, settled
+from tests.waiting import wait_for
 
 VISIBILITY_S = 2
 
@@ -90,7 +83,7 @@ def test_marks_really_expire(redis_client, monkeypatch):
     assert marks.lifetime_s() == 2
     finish("n3", "email")
     assert claim("n3", "email") == "sent"
-    assert wait_for(lambda: not redis_client.keys(f"{keys.PREFIX}:marks:*"), 10)
+    wait_for(lambda: not redis_client.keys(f"{keys.PREFIX}:marks:*"), 10)
     assert claim("n3", "email") == "claimed"
 
 
@@ -141,41 +134,3 @@ def test_the_last_send_counts_the_message_processed_in_its_own_script(redis_clie
     assert counters["processed:routine"] == 3
     assert counters["sent:email:routine:sent"] == counters["sent:push:routine:sent"] == 2
     assert counters["sent:email:routine:duplicate"] == 1
-
-
-@pytest.mark.expected_errors("exited with .signal 9 .SIGKILL.")
-@pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_a_message_redelivered_after_its_send_finds_its_mark(redis_client, redis_server, settings):
-    """kill -9 of the whole worker after email went out and while push is sending: the message comes back after
-    the visibility timeout, email finds its mark and is not sent again, push is sent once."""
-    settings.SLUICE_KINDS = KINDS
-    channels = {
-        "email": {"backend": RECORDER, "options": {"latency_ms": 0}},
-        "push": {"backend": RECORDER, "options": {"latency_ms": 3000}},
-        "sms": {"backend": RECORDER, "options": {"latency_ms": 0}},
-    }
-    env = {"SLUICE_KINDS": json.dumps(KINDS), "SLUICE_VISIBILITY_TIMEOUT_S": str(VISIBILITY_S)}
-
-    def start():
-        return WorkerProcess("routine", redis_server.url, channels, env=env).start()
-
-    running = start()
-    try:
-        assert notify(get_user_model()(pk=1), "task.assigned", entity_id="redelivered") == Outcome.ACCEPTED
-        assert wait_for(lambda: [r for r in sent_records(redis_client) if r["channel"] == "email"], 30)
-        (email,) = sent_records(redis_client)
-        assert wait_for(lambda: redis_client.get(keys.sent(email["id"], "push")) == b"sending", 10)
-        kill_tree(running.process)
-        running.stop()
-        assert redis_client.zcard(UNACKED_INDEX) == 1  # delivered, never acked
-        ((_, delivered_at),) = redis_client.zrange(UNACKED_INDEX, 0, -1, withscores=True)
-        time.sleep(max(0.0, delivered_at + VISIBILITY_S + 0.3 - time.time()))
-        running = start()
-        assert wait_for(lambda: any(r["channel"] == "push" for r in sent_records(redis_client)), 40)
-        assert wait_for(lambda: settled(redis_client, "routine"), 15)
-        time.sleep(1)
-    finally:
-        running.stop()
-    sends = Counter((r["id"], r["channel"]) for r in sent_records(redis_client))
-    assert sends == {(email["id"], "email"): 1, (email["id"], "push"): 1}

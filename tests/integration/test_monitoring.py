@@ -97,7 +97,7 @@ def signatures(rules):
 
 
 def test_the_charts_prometheus_rule_is_the_rules_file():
-    from tests.test_chart import of_kind, render_objects
+    from tests.unit.test_chart import of_kind, render_objects
 
     (rule,) = of_kind(render_objects({"metrics": {"prometheusRule": {"enabled": True}}}), "PrometheusRule")
     shipped = signatures(r for group in rule["spec"]["groups"] for r in group["rules"])

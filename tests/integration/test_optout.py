@@ -1,8 +1,6 @@
 """A user who chose instant delivery, end to end with a real worker: every event arrives one by one, never as a
 digest, even when the queue is full; and the preferences' Redis mirror follows the database."""
 
-import time
-
 import pytest
 from celery.contrib.testing.worker import start_worker
 
@@ -11,7 +9,7 @@ from notifications import Outcome, notify, preferences
 from notifications.models import Preference
 from pipeline import keys
 from pipeline.celery import app
-from tests.conftest import wait_for
+from tests.waiting import settled, wait_for
 
 
 @pytest.mark.django_db(transaction=True)
@@ -42,14 +40,14 @@ def test_a_user_who_chose_instant_gets_every_event_and_others_get_a_digest(
         shutdown_timeout=30,
     ):
         assert run_flush("test") == 1  # bob's digest; alice's events go one by one as room frees
-        assert wait_for(
+        wait_for(
             lambda: (
                 drain_overflows() == 0
                 and redis_client.llen(keys.overflow("routine")) == 0
                 and len({m.id for m in locmem_channels}) == 6
             )
         )
-        time.sleep(0.2)
+        wait_for(lambda: settled("routine"), what="every send acked")
     to_alice = [m for m in locmem_channels if m.user_id == alice.pk]
     to_bob = [m for m in locmem_channels if m.user_id == bob.pk]
     assert sorted(m.payload["i"] for m in to_alice) == [0, 1, 2, 3, 4]

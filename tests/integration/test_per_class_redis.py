@@ -25,7 +25,8 @@ from sluice_tools.bench.provider import SENT_KEY
 from sluice_tools.kinds import DEMO_KINDS
 from sluice_tools.processes import ROOT, WorkerProcess
 from sluice_tools.redis_server import RedisServer, redis_binary
-from tests.conftest import need, wait_for
+from tests.conftest import need
+from tests.waiting import wait_for
 
 RECORDER = "sluice_tools.bench.provider.SimulatedProvider"
 # One channel per kind: one record is one send.
@@ -179,7 +180,7 @@ def settle(urls, timeout=90):
                 return False
         return True
 
-    return wait_for(empty, timeout)
+    wait_for(empty, timeout, what="the queues and fold stores emptied")
 
 
 def books(urls, outcomes, waits):
@@ -220,42 +221,6 @@ def account(outcomes, records):
             "lost": admitted_alone + folded - delivered,
         }
     return by_class, duplicated
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_routine_flood_never_touches_criticals_redis_and_nothing_is_lost(per_class, worker_database, db):
-    urls = per_class
-    workers = [start_worker(klass, urls, worker_database).start() for klass in CLASSES]
-    monitor = Monitor(urls["critical"])
-    monitor.start()
-    assert monitor.ready.wait(10)
-    try:
-        outcomes, waits = flood()
-        assert settle(urls), "the queues and fold stores never emptied"
-    finally:
-        monitor.stop()
-        for worker in workers:
-            worker.stop()
-    by_class, duplicated, longest = books(urls, outcomes, waits)
-    print(
-        f"\nper-class Redis: {json.dumps(by_class)} duplicated={duplicated} longest_wait_ms={json.dumps(longest)} "
-        f"critical_redis_commands={len(monitor.commands)}"
-    )
-
-    foreign = [c for c in monitor.commands if any(mark in c for mark in FOREIGN) and "sluice:prefs:" not in c]
-    assert monitor.commands, "MONITOR saw nothing on critical's Redis"
-    assert not foreign, f"critical's Redis saw {len(foreign)} routine/background commands, e.g. {foreign[:3]}"
-    critical = get_redis(urls["critical"])
-    critical_keys = [k.decode() for k in critical.scan_iter(count=1000)]
-    # kombu's exchange tables are named after Celery's default exchange ("background"); they hold bindings only.
-    bindings = [k for k in critical_keys if k.startswith("_kombu.binding")]
-    members = [m.decode() for k in bindings if critical.type(k) == b"set" for m in critical.smembers(k)]
-    assert members
-    assert all(m.split("\x06\x16")[-1] == "critical" for m in members), members
-    others = [k for k in critical_keys if k not in bindings and any(mark.strip() in k for mark in FOREIGN)]
-    assert not others, others
-    balanced(by_class, duplicated, workers)
 
 
 @pytest.mark.timeout(120)

@@ -14,7 +14,7 @@ from notifications import Outcome, notify, preferences
 from pipeline import keys
 from pipeline.celery import app
 from pipeline.metrics import read_counters
-from tests.conftest import wait_for
+from tests.waiting import settled, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
@@ -44,7 +44,7 @@ def sent(outbox, user):
 
 
 def flush_until(predicate, timeout=20):
-    return wait_for(lambda: run_flush("test") is not None and predicate(), timeout)
+    return wait_for(lambda: run_flush("test") is not None and predicate(), timeout, what="the flushes delivered")
 
 
 def daytime_zone():
@@ -63,9 +63,9 @@ def test_quiet_hours_hold_everything_then_one_digest_when_the_window_opens(worke
     outcomes.append(notify(user, "board.updated", entity_id="b1"))  # background is held as well
     assert outcomes == [Outcome.FOLDED] * 3 + [Outcome.COLLAPSED]
     run_flush("test")
-    time.sleep(1)
+    time.sleep(1)  # a second inside the quiet hours: the test is about what does not go out in that time
     assert sent(worker, user) == [], "something went out during quiet hours"
-    assert flush_until(lambda: len(sent(worker, user)) == 2)
+    flush_until(lambda: len(sent(worker, user)) == 2)
     assert sorted(count for _id, _channel, count in sent(worker, user)) == [1, 3]
     assert read_counters()["folds:routine:quiet"] == 3
 
@@ -76,7 +76,7 @@ def test_a_mandatory_kind_goes_out_at_once_whatever_the_user_chose(worker, user)
     preferences.set_quiet_hours(user, zone, (now - timedelta(hours=1)).time(), (now + timedelta(hours=1)).time())
     preferences.set(user, mode="off")  # every kind off: but a sign-in code is mandatory
     assert notify(user, "login.code", entity_id="c1") is Outcome.ACCEPTED
-    assert wait_for(lambda: len(sent(worker, user)) == 1)
+    wait_for(lambda: len(sent(worker, user)) == 1)
     assert notify(user, "meeting.reminder", entity_id="m1") is Outcome.SUPPRESSED  # not mandatory: off
 
 
@@ -85,8 +85,8 @@ def test_off_suppresses_a_kind_or_removes_a_channel(worker, user):
     preferences.set(user, kind="meeting.reminder", channel="push", mode="off")
     assert notify(user, "task.comment", entity_id="t1") is Outcome.SUPPRESSED
     assert notify(user, "meeting.reminder", entity_id="m1") is Outcome.ACCEPTED
-    assert wait_for(lambda: len(sent(worker, user)) == 1)
-    time.sleep(0.5)
+    wait_for(lambda: len(sent(worker, user)) == 1)
+    wait_for(lambda: settled("critical", "routine"), what="the send acked")
     assert [channel for _id, channel, _count in sent(worker, user)] == ["email"]
     assert read_counters()["notifications:routine:suppressed"] == 1
 
@@ -100,21 +100,21 @@ def test_an_hourly_cadence_sends_one_digest_per_tick_with_the_right_counts(worke
     assert {notify(user, "task.comment", entity_id="t1") for _ in range(2)} == {Outcome.FOLDED}
     run_flush("test")
     assert sent(worker, user) == []
-    assert flush_until(lambda: len(sent(worker, user)) == 1)
+    flush_until(lambda: len(sent(worker, user)) == 1)
     assert sent(worker, user)[0][2] == 2
     while time.time() < ticks[0] + 0.5:
-        time.sleep(0.1)
+        time.sleep(0.1)  # until the first tick has passed: the cadence is about the clock
     assert {notify(user, "task.comment", entity_id="t1") for _ in range(3)} == {Outcome.FOLDED}
     run_flush("test")
     assert len(sent(worker, user)) == 1, "the second tick's events went out before it"
-    assert flush_until(lambda: len(sent(worker, user)) == 2)
+    flush_until(lambda: len(sent(worker, user)) == 2)
     assert [count for _id, _channel, count in sent(worker, user)] == [2, 3]
 
 
 def test_a_throttled_users_excess_arrives_in_the_digest(worker, user):
     outcomes = [notify(user, "task.assigned", entity_id="t1", payload={"i": i}) for i in range(5)]
     assert outcomes == [Outcome.ACCEPTED] * 2 + [Outcome.FOLDED] * 3
-    assert flush_until(lambda: len(sent(worker, user)) == 2 * 2 + 2)  # 2 singles and a digest, on 2 channels
+    flush_until(lambda: len(sent(worker, user)) == 2 * 2 + 2)  # 2 singles and a digest, on 2 channels
     counts = Counter(count for _id, _channel, count in sent(worker, user))
     assert counts == {1: 4, 3: 2}
     assert read_counters()["folds:routine:throttle"] == 3
@@ -131,7 +131,7 @@ def test_the_books_balance_across_every_choice(worker, django_user_model, redis_
         for user in users:
             outcomes[str(notify(user, "task.comment", entity_id=f"t{round_ % 2}"))] += 1
     calls = sum(outcomes.values())
-    assert flush_until(
+    flush_until(
         lambda: (
             not redis_client.zcard(keys.pending())
             and not redis_client.llen("routine")
@@ -140,7 +140,7 @@ def test_the_books_balance_across_every_choice(worker, django_user_model, redis_
             >= outcomes["folded"]
         )
     )
-    time.sleep(0.5)
+    wait_for(lambda: settled("routine"), what="every send acked")
     every = [send for user in users for send in sent(worker, user)]
     singles = sum(1 for _id, _channel, count in every if count == 1 and not _id.startswith("digest-"))
     in_digests = sum(count for _id, _channel, count in every if _id.startswith("digest-"))

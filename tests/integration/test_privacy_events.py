@@ -20,7 +20,7 @@ from notifications import notify
 from pipeline import deadletters
 from pipeline.celery import app
 from tests import scripted
-from tests.conftest import wait_for
+from tests.waiting import wait_for
 
 SCRIPTED = "tests.scripted.ScriptedChannel"
 USER_PK = 987_654_321
@@ -78,7 +78,7 @@ class Recorder:
         # Events are Redis pub/sub: nothing published before the receiver subscribed reaches it.
         dispatcher = app.events.Dispatcher(app.connection_for_write(), enabled=True)
         try:
-            assert wait_for(lambda: self._probe(dispatcher), timeout=20), "the event receiver never subscribed"
+            wait_for(lambda: self._probe(dispatcher), timeout=20, what="the event receiver subscribed")
         finally:
             dispatcher.close()
         return self
@@ -129,36 +129,35 @@ def sent(notification_id=None):
     return [nid for nid, _channel in scripted.sent if notification_id in (None, nid)]
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_no_event_and_no_message_header_carries_personal_data(redis_client, seeded_user, worker):
     payload = {"title": SECRET}
     with Recorder(redis_client) as recorded:
         # First publish, sent at once.
         notify(seeded_user, "meeting.invitation", entity_id=ENTITY, payload=payload)
-        assert wait_for(lambda: len(sent()) == 1)
+        wait_for(lambda: len(sent()) == 1)
         # A retry: the provider fails once.
         worker.plan["email"] = ["transient"]
         notify(seeded_user, "task.due_changed", entity_id=ENTITY, payload=payload)
-        assert wait_for(lambda: len(sent()) == 2)
+        wait_for(lambda: len(sent()) == 2)
         # Requeued at the end of its queue: the push channel allows one send a second.
         notify(seeded_user, "board.updated", entity_id=ENTITY, payload=payload)
         notify(seeded_user, "meeting.participant_left", entity_id=ENTITY, payload=payload)
-        assert wait_for(lambda: len(sent()) == 4)
+        wait_for(lambda: len(sent()) == 4)
         # Dead-lettered as permanent, then replayed from the dead letters.
         worker.plan["email"] = ["permanent"]
         notify(seeded_user, "task.comment", entity_id=ENTITY, payload=payload)
-        assert wait_for(lambda: deadletters.size() == 1)
+        wait_for(lambda: deadletters.size() == 1)
         [letter] = deadletters.entries()
         assert deadletters.replay(letter) == deadletters.REPLAYED
-        assert wait_for(lambda: sent(letter.notification_id))
+        wait_for(lambda: sent(letter.notification_id))
         # Retries exhausted: five retries, then the dead letters.
         worker.plan["email"] = ["transient"] * 6
         notify(seeded_user, "meeting.invitation", entity_id=ENTITY, payload=payload)
-        assert wait_for(lambda: deadletters.size() == 1 and len(deadletters.entries(reason="retries_exhausted")) == 1)
+        wait_for(lambda: deadletters.size() == 1 and len(deadletters.entries(reason="retries_exhausted")) == 1)
         # Events travel apart from the sends: wait until the receiver has every task-retried of the run
         # (the provider's failure, the channel gate's requeues, the five retries of the last message).
-        assert wait_for(lambda: sum(e["type"] == "task-retried" for e in recorded.events) >= 7, timeout=20)
+        wait_for(lambda: sum(e["type"] == "task-retried" for e in recorded.events) >= 7, timeout=20)
 
     seeds = (str(USER_PK), ENTITY, SECRET)
     task_events = [e for e in recorded.events if e["type"].startswith("task-")]

@@ -13,7 +13,7 @@ from pipeline.message import envelope
 from pipeline.metrics import read_counters
 from pipeline.republish import republish
 from tests import scripted
-from tests.conftest import wait_for
+from tests.waiting import wait_for
 
 SCRIPTED = "tests.scripted.ScriptedChannel"
 
@@ -54,7 +54,7 @@ def test_an_exception_outside_the_channels_is_retried_not_acked(worker, user, mo
 
     monkeypatch.setattr("notifications.tasks.render", render_once_broken)
     notify(user, "meeting.invitation", entity_id="m-1")
-    assert wait_for(lambda: len(ids_sent()) == 1), "the message was acked without being sent"
+    wait_for(lambda: len(ids_sent()) == 1, what="the message sent (not acked without a send)")
     assert len(calls) == 2
 
 
@@ -71,7 +71,7 @@ def test_a_retry_that_cannot_be_published_requeues_the_original(worker, user, se
 
     worker.plan["email"] = [fill_the_queue_then_fail]
     notify(user, "meeting.invitation", entity_id="m-1")
-    assert wait_for(lambda: len(ids_sent()) == 2), f"sent: {scripted.sent}"
+    wait_for(lambda: len(ids_sent()) == 2, what=lambda: f"two sends; sent: {scripted.sent}")
     assert "filler" in ids_sent()
     assert len(set(ids_sent())) == 2  # the filler, and the original once requeued
 
@@ -79,7 +79,7 @@ def test_a_retry_that_cannot_be_published_requeues_the_original(worker, user, se
 def test_retries_exhausted_go_to_the_dead_letters_with_their_reason(worker, user, redis_client):
     worker.plan["email"] = ["transient"] * 6
     notify(user, "meeting.invitation", entity_id="m-1", payload={"title": "Board meeting"})
-    assert wait_for(lambda: deadletters.size() == 1)
+    wait_for(lambda: deadletters.size() == 1)
     [letter] = deadletters.entries()
     assert (letter.reason, letter.klass, letter.kind, letter.attempts) == (
         "retries_exhausted",
@@ -97,7 +97,7 @@ def test_retries_exhausted_go_to_the_dead_letters_with_their_reason(worker, user
 def test_a_permanent_failure_is_dead_lettered_for_its_channel_only(worker, user):
     worker.plan["push"] = ["permanent"]
     notify(user, "meeting.reminder", entity_id="m-1")
-    assert wait_for(lambda: deadletters.size() == 1 and ids_sent("email"))
+    wait_for(lambda: deadletters.size() == 1 and ids_sent("email"))
     [letter] = deadletters.entries()
     assert (letter.reason, letter.channels) == ("permanent", ["push"])
     assert ids_sent() == ids_sent("email")  # email went out; push did not, and is not retried
@@ -107,23 +107,23 @@ def test_a_removed_kind_is_dead_lettered_and_a_replay_delivers_it_once_it_is_bac
     settings.SLUICE_KINDS = {"invoice.paid": {"class": "routine", "channels": ["email"]}}
     notify(user, "invoice.paid", entity_id="inv-1")
     settings.SLUICE_KINDS = {}  # removed before a worker got to it
-    assert wait_for(lambda: deadletters.size() == 1) or ids_sent()
+    wait_for(lambda: deadletters.size() == 1) or ids_sent()
     if ids_sent():
         pytest.skip("the worker sent it before the kind was removed")
     [letter] = deadletters.entries(reason="unknown_kind")
     settings.SLUICE_KINDS = {"invoice.paid": {"class": "routine", "channels": ["email"]}}
     assert deadletters.replay(letter) == deadletters.REPLAYED
-    assert wait_for(lambda: ids_sent() == [letter.notification_id])
+    wait_for(lambda: ids_sent() == [letter.notification_id])
     assert deadletters.size() == 0
 
 
 def test_a_replayed_permanent_failure_sends_only_the_channel_that_failed(worker, user):
     worker.plan["push"] = ["permanent"]
     notify(user, "meeting.reminder", entity_id="m-1")
-    assert wait_for(lambda: deadletters.size() == 1 and ids_sent("email"))
+    wait_for(lambda: deadletters.size() == 1 and ids_sent("email"))
     [letter] = deadletters.entries()
     assert deadletters.replay(letter) == deadletters.REPLAYED
-    assert wait_for(lambda: ids_sent("push") == [letter.notification_id])
+    wait_for(lambda: ids_sent("push") == [letter.notification_id])
     assert ids_sent("email") == [letter.notification_id]  # not sent a second time
 
 
@@ -189,7 +189,10 @@ def test_a_message_back_from_its_gate_carries_only_the_channels_still_to_send(wo
     settings.SLUICE_QUEUES = {"routine": {"batch": 1}}  # one message a task: deliver()'s own path
     worker.plan["push"] = [gate_full]
     notify(user, "task.assigned", entity_id="t-1")
-    assert wait_for(lambda: sorted(name for _nid, name in scripted.sent) == ["email", "push"]), scripted.sent
+    wait_for(
+        lambda: sorted(name for _nid, name in scripted.sent) == ["email", "push"],
+        what=lambda: f"email and push sent; sent: {scripted.sent}",
+    )
     counters = read_counters(redis_client)
     assert counters.get("sent:email:routine:duplicate", 0) == 0
     assert counters["sent:email:routine:sent"] == 1

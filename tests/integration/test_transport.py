@@ -2,21 +2,16 @@
 kombu's unacked record), a dead consumer's messages come back, and a worker's failures are loud."""
 
 import inspect
-import signal
 import sys
 import time
 
 import kombu
-import psutil
 import pytest
 from kombu.transport import redis as kombu_redis
 
-from notifications import notify
 from pipeline import keys, transport
 from pipeline.celery import app
-from sluice_tools.bench.provider import sent_records
-from sluice_tools.processes import ManagedProcess, WorkerProcess
-from tests.conftest import wait_for
+from sluice_tools.processes import ManagedProcess
 
 RECORDER = {name: {"backend": "sluice_tools.bench.provider.SimulatedProvider"} for name in ("email", "sms", "push")}
 
@@ -170,32 +165,6 @@ def test_kombu_is_the_version_the_fetch_was_written_for():
     assert inspect.isfunction(kombu_redis.QoS._remove_from_indices)
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_a_worker_frozen_in_its_fetch_and_killed_loses_nothing(redis_server, redis_client, user):
-    # SIGSTOP keeps the worker's socket open, as a process that is dying does for a few milliseconds: Redis
-    # still hands it the next message. Before the reliable fetch that message was lost with the process.
-    env = {"SLUICE_FETCH_DEAD_AFTER_S": "3"}
-    frozen = WorkerProcess("routine", redis_server.url, RECORDER, extra=["--concurrency", "1"], env=env).start()
-    assert wait_for(lambda: blocked_in_fetch(redis_client), 10)
-    family = [psutil.Process(frozen.process.pid), *psutil.Process(frozen.process.pid).children(recursive=True)]
-    try:
-        for member in family:
-            member.send_signal(signal.SIGSTOP)
-        outcome = notify(user, "task.comment", entity_id="t-1")
-        assert str(outcome) == "accepted"
-        assert wait_for(lambda: redis_client.llen("routine") == 0, 5), "the frozen worker did not receive it"
-    finally:
-        for member in family:
-            member.send_signal(signal.SIGKILL)
-        frozen.process.wait(10)
-    successor = WorkerProcess("routine", redis_server.url, RECORDER, extra=["--concurrency", "1"], env=env).start()
-    try:
-        assert wait_for(lambda: len(sent_records(redis_client)) == 1, 30), "the message was lost with the worker"
-    finally:
-        successor.stop()
-
-
 def blocked_in_fetch(client):
     """Whether a client is blocked in a fetch right now (BLMOVE, or kombu's BRPOP)."""
     return any("b" in c["flags"] and c["cmd"] in ("blmove", "brpop") for c in client.client_list())
@@ -218,21 +187,3 @@ def crashing_worker(redis_url, plain_celery):
     )
     name = "celery-worker-crash" if plain_celery else "worker-crash"
     return ManagedProcess(name, [sys.executable, "-c", code], env={"REDIS_URL": redis_url}, ready_text=" ready.")
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(90)
-@pytest.mark.expected_errors("Unrecoverable error", "injected: delivery crashed")
-@pytest.mark.parametrize("plain_celery", [False, True], ids=["manage.py worker", "celery worker"])
-def test_a_worker_that_dies_of_an_error_exits_non_zero_and_gives_its_message_back(
-    redis_server, redis_client, plain_celery
-):
-    worker = crashing_worker(redis_server.url, plain_celery).start()
-    publish()
-    try:
-        worker.process.wait(30)
-    finally:
-        worker.stop()
-    assert "Unrecoverable error" in worker.output()
-    assert worker.process.returncode not in (0, None)
-    assert redis_client.llen("critical") == 1

@@ -16,6 +16,7 @@ from pipeline import keys
 from pipeline.depth import snapshot
 from sluice_tools.bench.provider import SENT_KEY, sent_records
 from sluice_tools.processes import ROOT, WorkerProcess
+from tests.waiting import fetching, wait_for
 
 RECORDER = "sluice_tools.bench.provider.SimulatedProvider"
 MIX = [
@@ -35,7 +36,6 @@ def events(seed=7):
         yield i, klass, kind, rng.randint(1, 50), f"{kind.split('.')[0]}-{rng.randint(1, 5)}"
 
 
-@pytest.mark.slow
 @pytest.mark.expected_errors("for the whole wait budget: rejecting")  # critical rejections are part of the mix
 @pytest.mark.django_db
 @pytest.mark.timeout(300)
@@ -57,7 +57,7 @@ def test_every_event_is_accounted_for_exactly_once(redis_client, redis_server, s
     try:
         for worker in workers:
             worker.start()
-        time.sleep(3)  # workers connect; admission needs none of them
+        wait_for(lambda: fetching(len(workers)), 60, what="every worker connected and fetching")
         users = {pk: get_user_model()(pk=pk) for pk in range(1, 51)}
         for _i, klass, kind, user, entity in events():
             try:

@@ -1,5 +1,7 @@
 """`manage.py demo --exit` runs the stack end to end and exits 0 once every kind was delivered."""
 
+import os
+import signal
 import subprocess
 import sys
 
@@ -8,14 +10,26 @@ import pytest
 from sluice_tools.processes import ROOT
 
 
-@pytest.mark.slow
+def run_in_own_group(args, env, timeout):
+    """subprocess.run() in a process group of its own: a demo that times out is killed with every worker and the
+    beat it started, so none of them outlives the test and keeps publishing to the next test's Redis."""
+    with subprocess.Popen(
+        args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+            pytest.fail(f"the demo did not exit within {timeout} s:\n{stdout}{stderr}")
+    return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
+
+
 @pytest.mark.timeout(180)
 def test_demo_delivers_one_of_each_kind_and_exits(redis_server, redis_client, tmp_path):
     env = {"PATH": "/usr/bin:/bin", "REDIS_URL": redis_server.url, "DATABASE_URL": f"sqlite:///{tmp_path}/demo.db"}
     env["DJANGO_SECRET_KEY"] = "demo-key-of-this-test-" + "x" * 40  # `make demo` makes a random one
-    done = subprocess.run(
-        [sys.executable, "manage.py", "demo", "--exit"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=170
-    )
+    done = run_in_own_group([sys.executable, "manage.py", "demo", "--exit"], env, timeout=170)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all 11 deliveries shown" in done.stdout
     assert done.stdout.count("delivered by the critical pool") == 5

@@ -10,7 +10,6 @@ from tests.digest_helpers import published
 from tests.producers import flush_loop, fold_loop
 
 
-@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(180)
 def test_concurrent_flushers_and_folders(redis_client, redis_server, monkeypatch, tmp_path, settings):

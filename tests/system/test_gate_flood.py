@@ -5,7 +5,6 @@ import pytest
 from sluice_tools.bench import flood
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_background_flood_on_a_rate_limited_channel(redis_client, redis_server):
     result = flood.summarize(flood.run(redis_server.url, gate_enabled=True, seconds=8, min_share=0.2))

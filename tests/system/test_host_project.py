@@ -18,7 +18,7 @@ import pytest
 
 from sluice_tools.processes import ROOT, ManagedProcess
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.timeout(600)]
 
 HOST_SETTINGS = """
 # --- Sluice, as docs/integrate.md says ---

@@ -15,7 +15,6 @@ def channels(delay_ms):
     return {name: {"backend": RECORDER, "options": {"latency_ms": delay_ms}} for name in ("email", "sms", "push")}
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_critical_is_delivered_behind_5000_waiting_routine(redis_client, redis_server, user, settings):
     settings.SLUICE_QUEUES = {"routine": {"capacity": 6000}}  # all 5,000 wait in the queue, none fold

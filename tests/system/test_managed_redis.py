@@ -23,9 +23,10 @@ from pipeline.store import get_redis
 from pipeline.urls import acl_rules
 from pipeline.urls import make_client as get_redis_for
 from pipeline.window import sample
+from tests.conftest import need
+from tests.redis_topologies import TLSRedis, make_certificates, tls_support
+from tests.waiting import fetching, wait_for
 
-from .conftest import need
-from .redis_topologies import TLSRedis, make_certificates, tls_support
 from .test_reliability_redis import KINDS, MIX, QUEUES, books, drained, point_at, point_back, pool, read_sends
 
 ADMIN_PASSWORD = "admin-only-for-the-test"
@@ -73,13 +74,12 @@ def test_a_certificate_from_another_ca_is_refused_and_notify_says_unavailable(tl
         point_back(saved)
 
 
-@pytest.mark.slow
 @pytest.mark.django_db
 @pytest.mark.timeout(120)
 def test_tls_and_a_least_privilege_acl_user_carry_the_whole_pipeline(tls_redis, settings, tmp_path):
     url = tls_redis.url("sluice", quoted(PASSWORD))
     path = tmp_path / "sends.jsonl"
-    recorder = {"backend": "tests.test_reliability_redis.FileRecorder", "options": {"path": str(path)}}
+    recorder = {"backend": "tests.system.test_reliability_redis.FileRecorder", "options": {"path": str(path)}}
     settings.SLUICE_KINDS = KINDS
     settings.SLUICE_QUEUES = QUEUES
     settings.SLUICE_CHANNELS = {name: recorder for name in ("email", "sms", "push")}
@@ -95,7 +95,7 @@ def test_tls_and_a_least_privilege_acl_user_carry_the_whole_pipeline(tls_redis, 
     try:
         for worker in workers:
             worker.start()
-        time.sleep(3)  # workers connect
+        wait_for(lambda: fetching(len(workers)), 60, what="every worker connected and fetching")
         users = [get_user_model()(pk=pk) for pk in range(1, USERS + 1)]
         weights = [w for *_, w in MIX]
         rng = random.Random(17)

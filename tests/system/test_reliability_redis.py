@@ -28,6 +28,7 @@ from pipeline.store import get_redis, use_redis
 from sluice_tools.kinds import DEMO_KINDS
 from sluice_tools.processes import WorkerProcess
 from sluice_tools.redis_server import RedisServer
+from tests.waiting import fetching, wait_for
 
 RUN_S, CRASH_AT_S, DOWN_S = 11.0, 4.0, 3.0
 # Redis's documented bound for appendfsync everysec is one second of writes (two when the disk stalls
@@ -169,7 +170,6 @@ def pool(klass, url, recorder, env):
 @pytest.mark.expected_errors(
     "consumer: Cannot connect to redis", "Connection to broker lost", "Couldn't ack", "Couldn't reject"
 )
-@pytest.mark.slow
 @pytest.mark.django_db
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("forget_s", [0.0, 1.0], ids=["process-crash", "host-crash"])
@@ -198,20 +198,20 @@ def test_redis_killed_and_restarted_mid_run(aof_redis, settings, tmp_path, forge
     try:
         for worker in workers:
             worker.start()
-        time.sleep(3)  # workers connect
+        wait_for(lambda: fetching(len(workers)), 60, what="every worker connected and fetching")
         sizes.start()
         producer.start()
-        time.sleep(CRASH_AT_S)
+        time.sleep(CRASH_AT_S)  # the crash comes this far into the run: the scenario is a timeline
         aof_redis.halt(kill=True)
         crashed_at = time.time()
         sizes.stop.set()
         sizes.join()
         if forget_s:
             sizes.forget_since(crashed_at - forget_s)
-        time.sleep(DOWN_S)
+        time.sleep(DOWN_S)  # the outage lasts this long: calls meanwhile must fail fast
         aof_redis.start()
         back_at = time.time()
-        time.sleep(RUN_S - CRASH_AT_S - DOWN_S)
+        time.sleep(RUN_S - CRASH_AT_S - DOWN_S)  # the run goes on after the restart for the rest of RUN_S
         producer.stop.set()
         producer.join(10)
         client = get_redis()

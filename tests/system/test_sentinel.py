@@ -22,9 +22,10 @@ from pipeline.sentinel import RECHECK_S
 from pipeline.store import get_redis
 from pipeline.urls import describe, make_client
 from sluice_tools.redis_server import RedisServer, redis_binary
+from tests.conftest import need
+from tests.redis_topologies import MASTER, SentinelGroup
+from tests.waiting import fetching, wait_for
 
-from .conftest import need
-from .redis_topologies import MASTER, SentinelGroup
 from .test_reliability_redis import (
     KINDS,
     KOMBU_CLOSE_BUG,
@@ -106,7 +107,6 @@ def wait_for_new_master(group, old_port, timeout=30):
 @pytest.mark.expected_errors(
     "consumer: Cannot connect to", "Connection to broker lost", "Couldn't ack", "Couldn't reject"
 )
-@pytest.mark.slow
 @pytest.mark.django_db
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("how", ["sentinel-failover", "primary-killed"])
@@ -115,7 +115,7 @@ def test_a_failover_in_the_middle_of_a_run(sentinel_group, settings, tmp_path, h
     sentinels notice after down-after-milliseconds (1 s here) and promote the replica."""
     url = sentinel_group.url
     path = tmp_path / "sends.jsonl"
-    recorder = {"backend": "tests.test_reliability_redis.FileRecorder", "options": {"path": str(path)}}
+    recorder = {"backend": "tests.system.test_reliability_redis.FileRecorder", "options": {"path": str(path)}}
     settings.SLUICE_KINDS = KINDS
     settings.SLUICE_QUEUES = QUEUES
     settings.SLUICE_CHANNELS = {name: recorder for name in ("email", "sms", "push")}
@@ -133,9 +133,9 @@ def test_a_failover_in_the_middle_of_a_run(sentinel_group, settings, tmp_path, h
     try:
         for worker in workers:
             worker.start()
-        time.sleep(3)  # workers connect
+        wait_for(lambda: fetching(len(workers)), 60, what="every worker connected and fetching")
         producer.start()
-        time.sleep(SWITCH_AT_S)
+        time.sleep(SWITCH_AT_S)  # the switch comes this far into the run: the scenario is a timeline
         switched_at = time.time()
         if how == "primary-killed":
             sentinel_group.primary.halt(kill=True)
@@ -146,7 +146,7 @@ def test_a_failover_in_the_middle_of_a_run(sentinel_group, settings, tmp_path, h
             sentinel_group.failover()
         promoted_at = wait_for_new_master(sentinel_group, old_port)
         demoted_at = demoted.wait() if demoted else promoted_at
-        time.sleep(max(0.0, RUN_S - SWITCH_AT_S - (promoted_at - switched_at)))
+        time.sleep(max(0.0, RUN_S - SWITCH_AT_S - (promoted_at - switched_at)))  # the rest of the run's RUN_S
         producer.stop.set()
         producer.join(10)
         client = get_redis()

@@ -18,8 +18,8 @@ import pytest
 
 from sluice_tools.processes import ROOT, ManagedProcess
 from sluice_tools.redis_server import free_port
-from tests.conftest import wait_for
-from tests.test_chart import FULLNAME, named, render_objects
+from tests.unit.test_chart import FULLNAME, named, render_objects
+from tests.waiting import wait_for
 
 ANSWER_WITHIN_S = 5  # /healthz answers in milliseconds; a frozen pod does not answer at all
 
@@ -52,7 +52,6 @@ def up(port):
         return False
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_one_slow_client_does_not_freeze_the_web_pod(redis_client, tmp_path):
     env = {
@@ -83,7 +82,7 @@ def test_one_slow_client_does_not_freeze_the_web_pod(redis_client, tmp_path):
     ).start()
     slow = []
     try:
-        assert wait_for(lambda: up(port), timeout=60)  # both workers booted: they load Django first
+        wait_for(lambda: up(port), timeout=60)  # both workers booted: they load Django first
         # A client that sent its headers and half its body, and one that sent half its headers; both stay.
         half_body = socket.create_connection(("127.0.0.1", port))
         half_body.sendall(

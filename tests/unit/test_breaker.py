@@ -278,7 +278,6 @@ def test_a_bad_provider_list_names_itself(settings, sms, words):
     assert words in str(err.value)
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("seed", range(4))
 def test_the_shipped_defaults_hardly_move_under_30_percent_random_failure(clock, seed):

@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository: tests/unit/test_chart.py
 CHART = ROOT / "helm" / "sluice"
 # The openAPIV3Schema of KEDA 2.20's ScaledObject CRD (keda.sh_scaledobjects.yaml, Apache-2.0), as JSON: a copy
 # kept with the tests, as kubernetes-validate keeps Kubernetes' own schemas.

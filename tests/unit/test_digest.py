@@ -1,12 +1,7 @@
 """The digest: fold, flush once per key, backpressure, crash recovery, the size trigger and the beat schedule."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 
 import pytest
 from django_celery_beat.models import PeriodicTask
@@ -14,7 +9,6 @@ from django_celery_beat.models import PeriodicTask
 from digest import store
 from digest.flush import drain, run_flush
 from pipeline import keys
-from sluice_tools.processes import ROOT
 from tests.digest_helpers import fold, published
 
 pytestmark = pytest.mark.django_db
@@ -83,26 +77,6 @@ CRASHING_FLUSHER = textwrap.dedent(
     os.kill(os.getpid(), signal.SIGKILL)  # dies between claiming and sending
     """
 )
-
-
-@pytest.mark.timeout(60)
-def test_flusher_killed_between_claim_and_send_is_recovered_once(redis_client, redis_server):
-    for user in range(1, 31):
-        for _ in range(user):
-            fold(user, entity_id="e")
-    env = {**os.environ, "REDIS_URL": redis_server.url, "DJANGO_SETTINGS_MODULE": "settings"}
-    done = subprocess.run([sys.executable, "-c", CRASHING_FLUSHER], cwd=ROOT, env=env, capture_output=True, timeout=30)
-    assert done.returncode == -signal.SIGKILL
-    assert redis_client.zcard(keys.pending()) == 0
-    assert run_flush("test") == 0  # the lease is still live: nobody takes the claim over yet
-    time.sleep(1.2)
-    assert run_flush("test") == 30
-    assert run_flush("test") == 0
-    messages = published(redis_client)
-    assert sorted(m["count"] for m in messages) == list(range(1, 31))
-    assert len({m["notification_id"] for m in messages}) == 30
-    assert all(m["notification_id"].startswith("digest-crashed-") for m in messages)
-    assert redis_client.zcard(keys.claims()) == 0
 
 
 def test_size_trigger_enqueues_one_flush_at_max_keys(redis_client, settings):

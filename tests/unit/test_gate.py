@@ -55,14 +55,14 @@ def max_in_window(times, window=1.0):
 def test_rate_is_never_exceeded_and_critical_goes_first(redis_client, channels):
     stop, grants = threading.Event(), []
     workers = hammer("background", stop, grants, threads=8)
-    time.sleep(1.0)
+    time.sleep(1.0)  # background senders fill the rate: the test is about grants over time
     waits = []
     for _ in range(5):
         started = time.monotonic()
         with gate.slot("sms", "critical"):
             grants.append((time.time(), "critical"))
         waits.append(time.monotonic() - started)
-        time.sleep(0.5)
+        time.sleep(0.5)  # critical sends spread over time, between the background grants
     stop.set()
     for worker in workers:
         worker.join()
@@ -81,7 +81,7 @@ def test_routine_keeps_its_minimum_share_under_continuous_critical(redis_client,
     stop, grants = threading.Event(), []
     workers = hammer("critical", stop, grants, threads=4) + hammer("routine", stop, grants, threads=4)
     workers += hammer("background", stop, grants, threads=2)
-    time.sleep(4)
+    time.sleep(4)  # four seconds of contention: the shares are measured over time
     stop.set()
     for worker in workers:
         worker.join()
@@ -99,7 +99,7 @@ def test_other_channels_and_other_partitions_are_not_affected(redis_client, chan
     channels(partition_by="brand", partition_rate_per_s=5)
     stop, grants = threading.Event(), []
     workers = hammer("background", stop, grants, threads=4, payload={"brand": "acme"})
-    time.sleep(0.3)
+    time.sleep(0.3)  # acme's senders use up their partition's rate first: the test is about rates
     started = time.monotonic()
     for _ in range(50):
         with gate.slot("email", "background"):
@@ -159,7 +159,7 @@ def test_concurrency_limit_holds_across_threads(redis_client, channels):
                 with lock:
                     inside += 1
                     highest = max(highest, inside)
-                time.sleep(0.01)
+                time.sleep(0.01)  # a send holding its slot: the test counts who is inside at once
                 with lock:
                     inside -= 1
 

@@ -337,7 +337,7 @@ def test_the_bucket_refills_and_expires(redis_client, user, make_token, post):
     response = post(event(user), raw)
     error_of(response, 429, "rate_limited")
     assert response["Retry-After"] == "1"
-    time.sleep(0.1)
+    time.sleep(0.1)  # 20 tokens a second: the bucket refills in 50 ms; the test is about the refill
     assert post(event(user), raw).status_code == 202
     assert 0 < redis_client.pttl(keys.ingest_rate(token.pk)) <= 1100
 
