@@ -12,9 +12,9 @@ from digest.flush import run_flush
 from pipeline import keys
 from sluice_tools.processes import ROOT
 from tests.digest_helpers import fold, published
-from tests.unit.test_digest import (
-    CRASHING_FLUSHER,
-)
+from tests.unit.test_digest import CRASHING_FLUSHER
+
+pytestmark = pytest.mark.django_db  # the flush rebuilds the preferences' mirror from the database
 
 
 @pytest.mark.timeout(60)

@@ -13,6 +13,7 @@ from tests.integration.test_per_class_redis import (  # noqa: F401  (pytest find
     books,
     flood,
     per_class,
+    servers,
     settle,
     start_worker,
     worker_database,
