@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.requirements-installed
 ARGS ?=
 PYTEST_ARGS ?=
-# pytest-xdist processes. The tests mostly wait on workers and Redis, so more processes than cores is faster.
+# pytest-xdist processes. The tests mostly wait on workers and Redis: four keep two cores busy (docs/testing.md).
 WORKERS ?= 4
 PYTEST := $(BIN)/python -m pytest -n $(WORKERS)
 
