@@ -1,7 +1,6 @@
 """A worker killed with SIGKILL in the middle of a batch loses nothing (kill loop: the system tier)."""
 
 import signal
-import time
 
 import pytest
 
@@ -11,7 +10,7 @@ from sluice_tools.processes import WorkerProcess
 from tests.integration.test_batches import (
     enqueue,
 )
-from tests.waiting import wait_for
+from tests.waiting import settled, wait_for
 
 
 @pytest.mark.timeout(180)
@@ -41,7 +40,7 @@ def test_a_worker_killed_mid_batch_loses_nothing(redis_server, redis_client):
     ).start()
     try:
         wait_for(lambda: len({r["id"] for r in sent_records(redis_client)}) >= 300, timeout=120)
-        time.sleep(1)
+        wait_for(lambda: settled("background"), what="the second worker acked everything")
     finally:
         second.stop()
     records = [r["id"] for r in sent_records(redis_client)]
