@@ -1,15 +1,19 @@
-# The two commands: `make demo` and `make test`. Both build .venv from the lock files when needed.
+# The two commands: `make demo` and `make test` (`make test-all` adds the system tier). They build .venv from the
+# lock files when needed.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.requirements-installed
 ARGS ?=
 PYTEST_ARGS ?=
+# pytest-xdist processes. The tests mostly wait on workers and Redis: four keep two cores busy (docs/testing.md).
+WORKERS ?= 4
+PYTEST := $(BIN)/python -m pytest -n $(WORKERS)
 
 AUDIT_VENV := .venv-audit
 AUDIT_STAMP := $(AUDIT_VENV)/.requirements-installed
 
-.PHONY: demo test lint bench wheel clean audit
+.PHONY: demo test test-all lint bench wheel clean audit
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,8 +27,12 @@ DEMO_KEY = DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$($(BIN)/python -c 'import 
 demo: $(STAMP)
 	$(DEMO_KEY) $(BIN)/python manage.py demo $(ARGS)
 
+# The fast tiers, before every change; the system tier (kill loops, crashes, failovers, the demo) joins in test-all.
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(PYTEST) tests/unit tests/integration $(PYTEST_ARGS)
+
+test-all: $(STAMP)
+	$(PYTEST) tests $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
