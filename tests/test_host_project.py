@@ -106,7 +106,7 @@ def host(tmp_path_factory, redis_server):
         capture_output=True,
         timeout=300,
     )
-    [wheel] = (folder / "dist").glob("sluice-*.whl")
+    [wheel] = (folder / "dist").glob("django_sluice-*.whl")
     # A virtualenv of its own, seeing the project's dependencies through a .pth file, never the repository.
     subprocess.run([sys.executable, "-m", "venv", str(folder / "venv")], check=True, timeout=120)
     python = folder / "venv" / "bin" / "python"
