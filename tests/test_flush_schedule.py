@@ -73,3 +73,13 @@ def test_metrics_report_what_beat_runs_even_when_the_setting_says_otherwise(sche
     SluiceScheduler(app=app).schedule  # noqa: B018 - beat reads its schedule, at 60 s
     schedule_at_60.SLUICE_DIGEST = {"flush_interval_s": 15, "max_keys": 200}  # not applied: no migrate, no restart
     assert "\nsluice_digest_flush_interval_seconds 60.0\n" in scrape()
+
+
+def test_the_stalled_flush_alert_holds_before_it_pages():
+    import yaml
+
+    from sluice_tools.processes import ROOT
+
+    rules = yaml.safe_load((ROOT / "monitoring" / "sluice-rules.yml").read_text())["groups"][0]["rules"]
+    [stalled] = [rule for rule in rules if rule.get("alert") == "SluiceDigestFlushStalled"]
+    assert stalled["for"] == "5m"  # the chart's copy is held to the same by tests/test_monitoring.py
