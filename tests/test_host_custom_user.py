@@ -12,9 +12,7 @@ effect; the host's Celery app untouched. The time from the start to the first de
 import json
 import os
 import shutil
-import site
 import subprocess
-import sys
 import textwrap
 import time
 import uuid
@@ -24,6 +22,7 @@ import pytest
 
 from sluice_tools.processes import ROOT, ManagedProcess
 from tests.conftest import wait_for
+from tests.wheel_install import wheel_in_fresh_venv
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -222,21 +221,8 @@ class Host:
 def host(tmp_path_factory, redis_server):
     started = time.monotonic()
     folder = tmp_path_factory.mktemp("custom-host")
-    # The wheel, as `make wheel` builds it (with the build backend only).
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(folder / "dist"), str(ROOT)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    [wheel] = (folder / "dist").glob("django_sluice-*.whl")
-    # A fresh virtualenv. The machine has no network, so the locked dependencies are seen through a .pth file;
-    # pip still checks the wheel's requirements against them (no --no-deps).
-    subprocess.run([sys.executable, "-m", "venv", str(folder / "venv")], check=True, timeout=120)
-    python = folder / "venv" / "bin" / "python"
-    [packages] = (folder / "venv" / "lib").glob("python3*/site-packages")
-    (packages / "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-index", str(wheel)], check=True, timeout=300)
+    # `pip install dist/django_sluice-*.whl` into a fresh virtualenv.
+    python, _wheel = wheel_in_fresh_venv(folder)
 
     # The monolith before Sluice.
     project = folder / "project"

@@ -7,9 +7,7 @@ worker running under the host's settings, the host's own User admin is intact, a
 """
 
 import json
-import site
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -17,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from sluice_tools.processes import ROOT, ManagedProcess
+from tests.wheel_install import wheel_in_fresh_venv
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -99,24 +98,8 @@ class Host:
 @pytest.fixture(scope="module")
 def host(tmp_path_factory, redis_server):
     folder = tmp_path_factory.mktemp("host")
-    # 1. The wheel, built offline by the build backend.
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(folder / "dist"), str(ROOT)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    [wheel] = (folder / "dist").glob("django_sluice-*.whl")
-    # A virtualenv of its own, seeing the project's dependencies through a .pth file, never the repository.
-    subprocess.run([sys.executable, "-m", "venv", str(folder / "venv")], check=True, timeout=120)
-    python = folder / "venv" / "bin" / "python"
-    [packages] = (folder / "venv" / "lib").glob("python3*/site-packages")
-    (packages / "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
-        check=True,
-        timeout=180,
-    )
+    # 1. The wheel, installed into a virtualenv of its own.
+    python, wheel = wheel_in_fresh_venv(folder)
     project = folder / "project"
     project.mkdir()
     subprocess.run([str(python), "-m", "django", "startproject", "host", str(project)], check=True, timeout=60)
