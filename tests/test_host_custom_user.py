@@ -9,20 +9,18 @@ runs the new interval and /metrics agrees); a digest delivered; an opt-out made 
 effect; the host's Celery app untouched. The time from the start to the first delivery is printed.
 """
 
-import json
 import os
 import shutil
 import subprocess
-import textwrap
 import time
 import uuid
 from urllib.parse import urlsplit
 
 import pytest
 
-from sluice_tools.processes import ROOT, ManagedProcess
+from sluice_tools.processes import ROOT
 from tests.conftest import wait_for
-from tests.wheel_install import wheel_in_fresh_venv
+from tests.host_projects import Host, wheel_in_fresh_venv
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -61,7 +59,6 @@ class User(AbstractBaseUser, PermissionsMixin):
     EMAIL_FIELD = "email"
 """
 USER_ADMIN = """
-from django import forms
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.forms import BaseUserCreationForm, UserChangeForm
@@ -188,35 +185,6 @@ def admin_database(conf, statement):
         connection.execute(statement)
 
 
-class Host:
-    """The host project in ``folder``, its commands run with the fresh virtualenv's python."""
-
-    def __init__(self, folder, python, env):
-        self.folder, self.python, self.env = folder, python, env
-        self.settings = folder / "host" / "settings.py"
-
-    def run(self, *args, check=False):
-        done = subprocess.run(
-            [str(self.python), *args], cwd=self.folder, env=self.env, capture_output=True, text=True, timeout=300
-        )
-        if check and done.returncode:
-            pytest.fail(f"{args} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-        return done
-
-    def manage(self, *args, **kwargs):
-        return self.run("manage.py", *args, **kwargs)
-
-    def shell(self, code, **kwargs):
-        """Run ``code`` in `manage.py shell`; its last line of output, parsed as JSON."""
-        done = self.manage("shell", "-c", textwrap.dedent(code), check=True, **kwargs)
-        return json.loads(done.stdout.strip().splitlines()[-1])
-
-    def process(self, name, *args, ready_text):
-        started = ManagedProcess(f"host-{name}", [str(self.python), *args], env=self.env, ready_text=ready_text)
-        started.cwd = self.folder
-        return started
-
-
 @pytest.fixture(scope="module")
 def host(tmp_path_factory, redis_server):
     started = time.monotonic()
@@ -229,8 +197,7 @@ def host(tmp_path_factory, redis_server):
     project.mkdir()
     subprocess.run([str(python), "-m", "django", "startproject", "host", str(project)], check=True, timeout=60)
     base = redis_server.url.rsplit("/", 1)[0]
-    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "host.settings", "PYTHONUNBUFFERED": "1"}
-    made = Host(project, python, env)
+    made = Host(project, python)
     made.manage("startapp", "accounts", check=True)
     (project / "accounts" / "models.py").write_text(USER_MODEL)
     (project / "accounts" / "admin.py").write_text(USER_ADMIN)
@@ -282,10 +249,10 @@ def test_from_startproject_to_an_instant_a_digest_and_an_opt_out(host):
     host.manage("migrate", "-v0", check=True)
     assert "no issues" in host.manage("check", "--database", "default", check=True).stdout
     if host.database:
-        assert host.shell("from django.db import connection; import json; print(json.dumps(connection.vendor))") == (
+        assert host.answer("from django.db import connection; import json; print(json.dumps(connection.vendor))") == (
             "postgresql"
         )
-    hana = host.shell(
+    hana = host.answer(
         """
         import json
         from django.contrib.auth import get_user_model
@@ -304,7 +271,7 @@ def test_from_startproject_to_an_instant_a_digest_and_an_opt_out(host):
         for started in processes:
             started.start()
         # 1. An instant notification, with the recipient's name from the host's custom user model.
-        outcome = host.shell(
+        outcome = host.answer(
             f"""
             import json
             from django.contrib.auth import get_user_model
@@ -333,7 +300,7 @@ def test_from_startproject_to_an_instant_a_digest_and_an_opt_out(host):
         beat.start()
         assert wait_for(lambda: critical.output().count("flush (beat)") >= 2, timeout=60), beat.output()[-3000:]
         assert "no issues" in host.manage("check", "--database", "default", check=True).stdout
-        scraped = host.shell(
+        scraped = host.answer(
             """
             import json
             from pipeline.exporter import application
@@ -345,7 +312,7 @@ def test_from_startproject_to_an_instant_a_digest_and_an_opt_out(host):
         assert scraped == ["sluice_digest_flush_interval_seconds 2.0"]
 
         # 3. A digest: three comments fold, beat's next flush sends one email.
-        outcomes = host.shell(
+        outcomes = host.answer(
             f"""
             import json
             from django.contrib.auth import get_user_model
@@ -358,7 +325,7 @@ def test_from_startproject_to_an_instant_a_digest_and_an_opt_out(host):
         assert wait_for(lambda: DIGEST_SUBJECT in routine.output(), timeout=60), routine.output()[-3000:]
 
         # 4. The opt-out, on the host's own user page (its UserAdmin, with Sluice's inlines added).
-        status = host.shell(
+        status = host.answer(
             f"""
             import json
             from django.contrib.auth import get_user_model
@@ -380,7 +347,7 @@ def test_from_startproject_to_an_instant_a_digest_and_an_opt_out(host):
         )
         assert status == [302, True]  # saved, and redirected to the list
         flushes = critical.output().count("flush (beat)")
-        outcome = host.shell(
+        outcome = host.answer(
             f"""
             import json
             from django.contrib.auth import get_user_model
@@ -402,7 +369,7 @@ def test_the_hosts_celery_app_runs_its_own_tasks_on_its_own_broker(host):
                           "--without-mingle", ready_text=" ready.")  # fmt: skip
     worker.start()
     try:
-        answer = host.shell(
+        answer = host.answer(
             """
             import json
             from accounts.tasks import ping

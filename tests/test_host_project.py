@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sluice_tools.processes import ROOT, ManagedProcess
-from tests.wheel_install import wheel_in_fresh_venv
+from tests.host_projects import Host, wheel_in_fresh_venv
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -60,39 +60,6 @@ app = Celery("host", broker="memory://")
 def ping():
     return "pong"
 """
-
-
-class Host:
-    """A host project in ``folder``, run with the test venv's python."""
-
-    def __init__(self, folder, python):
-        self.folder, self.python = folder, python
-        self.settings = folder / "host" / "settings.py"
-
-    def run(self, *args, env=None, check=False):
-        done = subprocess.run(
-            [str(self.python), *args],
-            cwd=self.folder,
-            env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "host.settings", **(env or {})},
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        if check and done.returncode:
-            pytest.fail(f"{args} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-        return done
-
-    def manage(self, *args, **kwargs):
-        return self.run("manage.py", *args, **kwargs)
-
-    def shell(self, code, **kwargs):
-        return self.manage("shell", "-c", textwrap.dedent(code), **kwargs)
-
-    def with_settings(self, extra):
-        """Append ``extra`` to the host's settings for the next commands; return a function that takes it back."""
-        saved = self.settings.read_text()
-        self.settings.write_text(saved + "\n" + extra + "\n")
-        return lambda: self.settings.write_text(saved)
 
 
 @pytest.fixture(scope="module")
