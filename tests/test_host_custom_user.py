@@ -383,3 +383,14 @@ def test_the_hosts_celery_app_runs_its_own_tasks_on_its_own_broker(host):
     assert answer[1].endswith("/10")  # the host's broker, not Sluice's Redis database (9)
     # Documented as harmless (integrate.md, 8): the host's worker lists Sluice's tasks, Celery sharing them.
     assert "sluice.send.critical" in worker.output()
+
+
+def test_what_the_host_writes_is_integrate_md_word_for_word():
+    guide = (ROOT / "docs" / "integrate.md").read_text()
+    written = [USER_ADMIN_SLUICE, HOST_URLS.replace("urlpatterns += [", "    "), *HOST_SETTINGS.splitlines()[-3:]]
+    lines = [line.strip() for text in written for line in text.splitlines()]
+    quoted = [line for line in lines if line and not line.startswith(("#", "SLUICE_", "}", "from django.urls"))]
+    missing = [line for line in quoted if line.rstrip("],") not in guide]
+    assert not missing
+    assert "celery -A pipeline beat --loglevel INFO" in guide
+    assert 'path("api/", include("notifications.urls"))' in guide
