@@ -11,8 +11,9 @@ pytestmark = pytest.mark.database
 
 
 @pytest.fixture
-def schedule_at_60(db, settings):
-    """The schedule as the first migrate left it (flush every 60 s)."""
+def schedule_at_60(transactional_db, settings):
+    """The schedule as the first migrate left it (flush every 60 s). Transactional: beat's scheduler closes the
+    database connection between its reads, as a long-running beat must."""
     from django.apps import apps
 
     settings.SLUICE_DIGEST = {"flush_interval_s": 60, "max_keys": 200}
