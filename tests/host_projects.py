@@ -34,7 +34,9 @@ def wheel_in_fresh_venv(folder):
 
 
 class Host:
-    """A host project in ``folder``, run with the test venv's python."""
+    """A host project in ``folder``, its commands run with ``python`` (the fresh virtualenv's) under its settings."""
+
+    ENV = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "host.settings"}
 
     def __init__(self, folder, python):
         self.folder, self.python = folder, python
@@ -44,7 +46,7 @@ class Host:
         done = subprocess.run(
             [str(self.python), *args],
             cwd=self.folder,
-            env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "host.settings", **(env or {})},
+            env={**self.ENV, **(env or {})},
             capture_output=True,
             text=True,
             timeout=180,
@@ -66,8 +68,7 @@ class Host:
 
     def process(self, name, *args, ready_text):
         """A ManagedProcess of the host's python in its folder, with its settings (not started)."""
-        env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "host.settings"}
-        started = ManagedProcess(f"host-{name}", [str(self.python), *args], env=env, ready_text=ready_text)
+        started = ManagedProcess(f"host-{name}", [str(self.python), *args], env=self.ENV, ready_text=ready_text)
         started.cwd = self.folder
         return started
 
