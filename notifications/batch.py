@@ -87,6 +87,7 @@ def deliver_batch(task, kwargs, size):
         _end_or_retire(consumer, _give_back, [item for item in batch.items[1:] if item.outcome is None])
         raise
     _end_or_retire(consumer, _end_taken, batch.items[1:])
+    logger.info("batch (%s): %s", klass, batch.summary())
     if batch.items[0].outcome is not None:
         raise batch.items[0].outcome
 
@@ -198,6 +199,22 @@ class Batch:
         for item in self.items:
             if not item.given_back and item.outcome is None:
                 self.conclude(item)
+
+    def summary(self):
+        """How the batch's messages ended, in one line: "12 messages: 10 done, 1 retried, 0 dead-lettered, ..."."""
+        ends = {"done": 0, "retried": 0, "dead-lettered": 0, "requeued": 0, "given back": 0}
+        for item in self.items:
+            if item.given_back:
+                ends["given back"] += 1
+            elif isinstance(item.outcome, Retry):
+                ends["retried"] += 1
+            elif isinstance(item.outcome, Ignore):
+                ends["dead-lettered"] += 1
+            elif item.outcome is not None:
+                ends["requeued"] += 1
+            else:
+                ends["done"] += 1
+        return f"{len(self.items)} messages: " + ", ".join(f"{n} {end}" for end, n in ends.items())
 
     @staticmethod
     def prepare(items):
@@ -325,7 +342,9 @@ class Batch:
                     item.error = item.error or exc
             elif isinstance(result, BaseException):
                 status = "failed"
-                logger.warning("send %s on %s failed, will retry: %s", message.id, channel, tasks._why(result))
+                logger.warning(
+                    "send %s on %s failed, %s: %s", message.id, channel, tasks.next_step(item.task), tasks._why(result)
+                )
                 item.failed.append((channel, result))
             tasks.record_end(message, status, seconds)
 
@@ -336,8 +355,9 @@ class Batch:
             try:
                 if item.error is not None:
                     logger.warning(
-                        "send %s failed unexpectedly, will retry",
+                        "send %s failed unexpectedly, %s",
                         item.kwargs.get("notification_id"),
+                        tasks.next_step(task),
                         exc_info=item.error,
                     )
                     tasks.retry(task, item.error, tasks.backoff(task), channels)

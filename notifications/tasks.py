@@ -25,7 +25,7 @@ from pipeline.store import class_redis, script
 from . import delivery, expiry, providers  # noqa: F401 - delivery registers its prune task with the app
 from .channels import get_channel
 from .channels.base import Message, PermanentSendError
-from .render import render
+from .render import recipient, render
 
 logger = logging.getLogger("sluice.send")
 
@@ -91,7 +91,7 @@ def deliver(task, notification_id, kind, user_id, entity_id, payload, count=1, c
             republish_message(task, task.request.retries, 0, still_to_send(messages, index, failed, expired))
             raise Retry(exc=Retrying(type(exc).__name__), when=0) from None
         except Exception as exc:  # noqa: BLE001 - any backend failure is retried, then dead-lettered
-            logger.warning("send %s on %s failed, will retry: %s", notification_id, channel, _why(exc))
+            logger.warning("send %s on %s failed, %s: %s", notification_id, channel, next_step(task), _why(exc))
             failed.append((channel, exc))
     conclude(task, kind_obj, expired, failed, counted=bool(counted))
 
@@ -113,7 +113,8 @@ def prepare(task, notification_id, kind, user_id, entity_id, payload, count=1, c
         dead_letter(task, "unknown_kind", f"kind {kind!r} is no longer registered", channels)
     expires_at = expiry_of(task, kind_obj)
     extra.pop("expires_at", None)
-    context = {"kind": kind, "entity_id": entity_id, "payload": payload, "count": count, **extra}
+    context = {"kind": kind, "entity_id": entity_id, "payload": payload, "count": count, "user": recipient(user_id)}
+    context.update(extra)
     # A routine fold of several events is a digest; a background collapse shows only the latest state. A fold of
     # a coarser grain (user|kind, or the user) always reads as one, whatever the class.
     grain = extra.get("grain", "entity")
@@ -259,6 +260,14 @@ def backoff(task):
     return min(2**task.request.retries, MAX_BACKOFF_S)
 
 
+def next_step(task):
+    """What follows a failed attempt, for its log line: another attempt, or the dead letters after the last one
+    (retry() decides; a retry that would come after the message's expiry is dead-lettered too, and logged so)."""
+    if task.request.retries >= MAX_RETRIES:
+        return f"dead-lettered after {task.request.retries + 1} attempts"
+    return "will retry"
+
+
 def retry(task, exc, countdown, channels=None):
     """Retry in ``countdown`` seconds, or dead-letter once MAX_RETRIES attempts have failed or the retry would come
     after the message expires. Always raises."""
@@ -333,7 +342,7 @@ def run(task, kwargs):
     except (Retry, Reject, Ignore):
         raise
     except Exception as exc:
-        logger.warning("send %s failed unexpectedly, will retry", kwargs.get("notification_id"), exc_info=True)
+        logger.warning("send %s failed unexpectedly, %s", kwargs.get("notification_id"), next_step(task), exc_info=True)
         retry(task, exc, backoff(task), kwargs.get("channels"))
 
 

@@ -118,9 +118,11 @@ def test_a_rule_that_drifts_is_caught():
 
 def test_the_digest_flush_gauges(redis_client, settings, db):
     from digest.flush import run_flush
+    from pipeline.beat_schedule import record_running_interval
     from pipeline.exporter import application
 
-    settings.SLUICE_DIGEST = {"flush_interval_s": 45, "max_keys": 200}
+    settings.SLUICE_DIGEST = {"flush_interval_s": 30, "max_keys": 200}
+    record_running_interval(45)  # what Sluice's beat runs, which /metrics reports (tests/test_flush_schedule.py)
 
     def scrape():
         body = b"".join(application(120)({"PATH_INFO": "/metrics", "REQUEST_METHOD": "GET"}, lambda *a: None))

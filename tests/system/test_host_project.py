@@ -7,9 +7,7 @@ worker running under the host's settings, the host's own User admin is intact, a
 """
 
 import json
-import site
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -17,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from sluice_tools.processes import ROOT, ManagedProcess
+from tests.host_projects import Host, wheel_in_fresh_venv
 
 pytestmark = [pytest.mark.timeout(600)]
 
@@ -63,60 +62,11 @@ def ping():
 """
 
 
-class Host:
-    """A host project in ``folder``, run with the test venv's python."""
-
-    def __init__(self, folder, python):
-        self.folder, self.python = folder, python
-        self.settings = folder / "host" / "settings.py"
-
-    def run(self, *args, env=None, check=False):
-        done = subprocess.run(
-            [str(self.python), *args],
-            cwd=self.folder,
-            env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "host.settings", **(env or {})},
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        if check and done.returncode:
-            pytest.fail(f"{args} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-        return done
-
-    def manage(self, *args, **kwargs):
-        return self.run("manage.py", *args, **kwargs)
-
-    def shell(self, code, **kwargs):
-        return self.manage("shell", "-c", textwrap.dedent(code), **kwargs)
-
-    def with_settings(self, extra):
-        """Append ``extra`` to the host's settings for the next commands; return a function that takes it back."""
-        saved = self.settings.read_text()
-        self.settings.write_text(saved + "\n" + extra + "\n")
-        return lambda: self.settings.write_text(saved)
-
-
 @pytest.fixture(scope="module")
 def host(tmp_path_factory, redis_server):
     folder = tmp_path_factory.mktemp("host")
-    # 1. The wheel, built offline by the build backend.
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(folder / "dist"), str(ROOT)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    [wheel] = (folder / "dist").glob("sluice-*.whl")
-    # A virtualenv of its own, seeing the project's dependencies through a .pth file, never the repository.
-    subprocess.run([sys.executable, "-m", "venv", str(folder / "venv")], check=True, timeout=120)
-    python = folder / "venv" / "bin" / "python"
-    [packages] = (folder / "venv" / "lib").glob("python3*/site-packages")
-    (packages / "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
-        check=True,
-        timeout=180,
-    )
+    # 1. The wheel, installed into a virtualenv of its own.
+    python, wheel = wheel_in_fresh_venv(folder)
     project = folder / "project"
     project.mkdir()
     subprocess.run([str(python), "-m", "django", "startproject", "host", str(project)], check=True, timeout=60)

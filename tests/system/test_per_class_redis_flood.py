@@ -45,7 +45,7 @@ def test_routine_flood_never_touches_criticals_redis_and_nothing_is_lost(per_cla
     assert not foreign, f"critical's Redis saw {len(foreign)} routine/background commands, e.g. {foreign[:3]}"
     critical = get_redis(urls["critical"])
     critical_keys = [k.decode() for k in critical.scan_iter(count=1000)]
-    # kombu's exchange tables are named after Celery's default exchange ("background"); they hold bindings only.
+    # kombu's exchange tables (the queues' exchange, "sluice"); they hold bindings only.
     bindings = [k for k in critical_keys if k.startswith("_kombu.binding")]
     members = [m.decode() for k in bindings if critical.type(k) == b"set" for m in critical.smembers(k)]
     assert members

@@ -285,13 +285,15 @@ def test_killed_beat_resumes_flushing_when_restarted(redis_client, redis_server,
     database_url = f"sqlite:///{database}"
     monkeypatch.setenv("DATABASE_URL", database_url)
     monkeypatch.setenv("SLUICE_QUEUES", json.dumps(queues))
+    # The flush every 2 s instead of 60, by the setting (Sluice's beat puts the setting's interval into the schedule).
+    monkeypatch.setenv("SLUICE_DIGEST", json.dumps({"flush_interval_s": 2, "max_keys": 200}))
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True, timeout=120)
-    with sqlite3.connect(database) as db:  # the flush every 2 s instead of 60 (what an admin edit does)
-        changed = db.execute(
-            "UPDATE django_celery_beat_intervalschedule SET every = 2, period = 'seconds' WHERE id = "
+    with sqlite3.connect(database) as db:
+        [(every,)] = db.execute(
+            "SELECT every FROM django_celery_beat_intervalschedule WHERE id = "
             "(SELECT interval_id FROM django_celery_beat_periodictask WHERE task = 'sluice.digest.flush')"
-        ).rowcount
-    assert changed == 1
+        ).fetchall()
+    assert every == 2
     env = {"DATABASE_URL": database_url, "SLUICE_QUEUES": json.dumps(queues)}
     pools = [worker(k, redis_server.url, 20, visibility_s=300, env=env) for k in ("critical", "routine")]
     user = get_user_model()(pk=1)
