@@ -8,7 +8,7 @@ from notifications import notify
 from notifications.channels import locmem
 from pipeline import deadletters
 from pipeline.profiles import worker_argv
-from tests import test_batches, test_send_failures
+from tests.integration import test_batches, test_send_failures
 from tests.conftest import wait_for
 
 worker = test_send_failures.worker
@@ -60,8 +60,11 @@ class Recorded(logging.Handler):
 def test_a_batch_logs_one_line_of_how_its_messages_ended(worker_on, settings, redis_client):
     test_batches.channels(settings, test_batches.LOCMEM)
     settings.SLUICE_QUEUES = {"background": {"batch": 1000}}
-    test_batches.enqueue(redis_client, 12)
-    with Recorded("sluice.batch") as recorded, worker_on():
+    with worker_on(), Recorded("sluice.batch") as recorded:
+        # All twelve at once (one transaction), once the line is recorded: the worker takes them as one batch.
+        pipe = redis_client.pipeline()
+        test_batches.enqueue(pipe, 12)
+        pipe.execute()
         assert wait_for(lambda: len(locmem.outbox) >= 12)
         assert wait_for(lambda: recorded.lines)
     [line] = recorded.lines
