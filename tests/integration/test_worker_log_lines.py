@@ -8,8 +8,8 @@ from notifications import notify
 from notifications.channels import locmem
 from pipeline import deadletters
 from pipeline.profiles import worker_argv
-from tests.integration import test_batches, test_send_failures
 from tests.conftest import wait_for
+from tests.integration import test_batches, test_send_failures
 
 worker = test_send_failures.worker
 worker_on = test_batches.worker_on
