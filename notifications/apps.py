@@ -15,7 +15,7 @@ class NotificationsConfig(AppConfig):
 
         from digest.signals import flush_started
 
-        from . import batch, checks, preferences, tracking  # noqa: F401 - registers the checks, receivers, batches
+        from . import checks, preferences, tracking  # noqa: F401 - registers the checks and receivers
 
         flush_started.connect(preferences.rebuild_mirror, dispatch_uid="sluice.preferences.rebuild_mirror")
         # anymail's webhooks (notifications.urls) report delivery, bounces and complaints through this signal.

@@ -30,7 +30,7 @@ from tests.conftest import wait_for
 RECORDER = "sluice_tools.bench.provider.SimulatedProvider"
 # One channel per kind: one send is one record, so a record count is a send count.
 KINDS = {name: {**kind, "channels": ["push"]} for name, kind in DEMO_KINDS.items()}
-# Short enough that 20 kills fit in two minutes; the send claim follows it (notifications.tasks.claim_ttl).
+# Short enough that 20 kills fit in two minutes; the send claim follows it (notifications.claims.claim_ttl).
 VISIBILITY_S = 2
 KILL_TRIALS = 20
 UNACKED, UNACKED_INDEX = "unacked", "unacked_index"  # kombu's Redis transport: delivered, not yet acked
