@@ -12,10 +12,14 @@ class NotificationsConfig(AppConfig):
 
     def ready(self):
         from anymail.signals import tracking as anymail_tracking
+        from django.core.checks import register
 
         from digest.signals import flush_started
 
         from . import checks, preferences, tracking  # noqa: F401 - registers the checks and receivers
+        from .tracking_checks import check_tracking_webhooks
+
+        register(check_tracking_webhooks)
 
         flush_started.connect(preferences.rebuild_mirror, dispatch_uid="sluice.preferences.rebuild_mirror")
         # anymail's webhooks (notifications.urls) report delivery, bounces and complaints through this signal.

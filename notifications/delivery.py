@@ -1,8 +1,10 @@
 """Delivery status records: which provider accepted each send, and what it reported since (delivered, bounced ...).
 
-A worker records the send (status "sent", the provider and its message id). Anymail's tracking webhooks and the
-HTTP providers' status callbacks then move the record forward, never back (models.RANK). A hard bounce or a
-complaint also suppresses the address. Records are pruned SLUICE_DELIVERY_RETENTION_DAYS after their send.
+A worker records the send (status "sent", the provider, its message id and the address it went to). Anymail's
+tracking webhooks and the HTTP providers' status callbacks then move the record forward, never back (models.RANK).
+A hard bounce or a complaint also suppresses the address, but only when it matches a record of a provider that
+sent through the reporting ESP, and names the address that send went to. Records are pruned
+SLUICE_DELIVERY_RETENTION_DAYS after their send.
 """
 
 import logging
@@ -11,13 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from pipeline import metrics
 from pipeline.celery import app
 from pipeline.conf import sluice_settings
 
-from .delivery_models import RANK, Delivery
+from .delivery_models import RANK, Delivery, Suppression
 from .suppressions import clean, suppress
 
 logger = logging.getLogger("sluice.delivery")
@@ -30,12 +33,14 @@ SUPPRESSING = ("bounced", "complained")
 SAFE_ID = re.compile(r"^[\w.:@<>/+=-]{1,255}$")
 
 
-def record_sent(message, provider, provider_message_id=None):
-    """Record that ``provider`` accepted ``message``. Best effort: the send went out, and a record that cannot be
-    written (the database down or locked) must not make it go out again; it is logged and the send stands."""
+def record_sent(message, provider, provider_message_id=None, recipient=""):
+    """Record that ``provider`` accepted ``message`` for ``recipient`` (the address it went to). Best effort: the
+    send went out, and a record that cannot be written (the database down or locked) must not make it go out
+    again; it is logged and the send stands."""
     fields = {
         "provider": provider,
         "provider_message_id": (provider_message_id or "")[:255],
+        "recipient": (recipient or "")[:254],
         "user_id": message.user_id,
         "kind": message.kind,
     }
@@ -67,6 +72,9 @@ class StatusEvent:
     channel: str = ""
     #: Only this provider's records may match (a callback names its provider); "" for any.
     provider: str = ""
+    #: Only the records of these (channel, provider) pairs may match (the providers sending through the reporting
+    #: ESP); None for no such limit.
+    senders: frozenset | None = None
     recipient: str = ""
     detail: str = ""
     at: datetime | None = None
@@ -74,25 +82,42 @@ class StatusEvent:
 
 
 def apply(event, reported_by=""):
-    """Move the matching record forward; suppress the address after a bounce or a complaint.
+    """Move the matching record forward; suppress the address after a bounce or a complaint that names it.
 
     Returns "updated", "unchanged", "created" (the event came before the worker's record, with its
-    notification id) or "unmatched" (counted in sluice_delivery_events_unmatched_total).
+    notification id), "unmatched" (counted in sluice_delivery_events_unmatched_total) or "other_recipient" (the
+    record's send went to another address than the event names: nothing changes).
     """
     at = event.at or timezone.now()
+    address = None
     with transaction.atomic():
         row = _find(event)
         if row is None:
             result = _create(event, at)
+        elif event.recipient and row.recipient and not _same_address(event.recipient, row.recipient):
+            result = "other_recipient"
         else:
             result = _update(row, event, at)
-    if event.status in SUPPRESSING and event.recipient:
-        suppress(event.recipient, event.status, reported_by or event.provider, event.notification_id, event.detail)
+            if event.status in SUPPRESSING and row.recipient and _same_address(event.recipient, row.recipient):
+                address = row.recipient
+    if address is not None:
+        # Only an address a send of this provider went to, as the send recorded it: an event naming anyone
+        # else suppresses no one.
+        suppress(address, event.status, reported_by or event.provider, row.notification_id, event.detail)
     return result
+
+
+def _same_address(one, other):
+    return Suppression.normalize(one) == Suppression.normalize(other)
 
 
 def _find(event):
     rows = Delivery.objects.select_for_update()
+    if event.senders is not None:
+        allowed = Q(pk__in=[])
+        for channel, provider in event.senders:
+            allowed |= Q(channel=channel, provider=provider)
+        rows = rows.filter(allowed)
     if _safe(event.notification_id) and event.channel:
         row = rows.filter(notification_id=event.notification_id, channel=event.channel).first()
         if row is not None:
@@ -106,23 +131,29 @@ def _find(event):
 
 
 def _create(event, at):
-    if not (_safe(event.notification_id) and event.channel in sluice_settings().channels):
+    channels = sluice_settings().channels if event.senders is None else {channel for channel, _ in event.senders}
+    if not (_safe(event.notification_id) and event.channel in channels):
         metrics.count(metrics.DELIVERY_UNMATCHED)
         return "unmatched"
+    senders = sorted(p for c, p in event.senders or () if c == event.channel)
     status = event.status or ("delivered" if event.opened else "sent")
-    Delivery.objects.get_or_create(
+    _row, created = Delivery.objects.get_or_create(
         notification_id=event.notification_id,
         channel=event.channel,
         defaults={
-            "provider": event.provider,
+            # The one provider of the channel sending through this ESP, when there is one; the worker's record
+            # sets it anyway. No recipient: only the send says where it went.
+            "provider": event.provider or (senders[0] if len(senders) == 1 else ""),
             "provider_message_id": event.message_id[:255] if _safe(event.message_id) else "",
             "status": status,
-            "recipient": event.recipient[:254],
             "detail": clean(event.detail),
             "delivered_at": at if status == "delivered" else None,
             "opened_at": at if event.opened else None,
         },
     )
+    if not created:  # another provider's record: not this event's to change
+        metrics.count(metrics.DELIVERY_UNMATCHED)
+        return "unmatched"
     metrics.count(metrics.delivery_status_field(event.channel, event.provider or "unknown", status))
     return "created"
 
@@ -139,8 +170,6 @@ def _update(row, event, at):
         changes["delivered_at"] = at
     if event.opened and row.opened_at is None:
         changes["opened_at"] = at
-    if event.recipient and not row.recipient:
-        changes["recipient"] = event.recipient[:254]
     if _safe(event.message_id) and not row.provider_message_id:
         changes["provider_message_id"] = event.message_id
     if not changes:

@@ -18,7 +18,7 @@ from pipeline import breaker
 
 from . import delivery, expiry
 from .channels import get_channel, get_provider
-from .channels.base import BaseChannel, PermanentSendError, TransientSendError
+from .channels.base import BaseChannel, PermanentSendError, TransientSendError, accepted
 
 logger = logging.getLogger("sluice.providers")
 
@@ -74,8 +74,9 @@ def send(messages, channel, bulk=False):
                 failed.append(index)
             else:
                 outcomes.add("accepted")
+                answer, recipient = accepted(answer)
                 if route.name is not None:
-                    delivery.record_sent(messages[index], route.name, answer)
+                    delivery.record_sent(messages[index], route.name, answer, recipient)
                 results[index] = (route.name, answer)
         if route.breaker is not None:
             # One call is one call for the breaker: "failed" only when it accepted none and refused none.

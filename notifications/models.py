@@ -122,8 +122,14 @@ class IngestToken(models.Model):
 
 
 def service_slug(name):
-    """A service namespace made from a token's name."""
-    return slugify(name)[:SERVICE_MAX_LENGTH].strip("-_") or "service"
+    """A service namespace made from a token's name. A name with characters a slug cannot keep (any but ASCII
+    letters, digits, spaces, "-" and "_") gets a digest of the whole name after its slug, so that two such names
+    never share one namespace ("Rechnungsstellung" and "Rechnungsstellüng", or two names in Cyrillic)."""
+    slug = slugify(name)[:SERVICE_MAX_LENGTH].strip("-_")
+    if slug and all(c.isascii() and (c.isalnum() or c in " -_") for c in name):
+        return slug
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    return f"{slug[: SERVICE_MAX_LENGTH - 11].strip('-_') or 'service'}-{digest}"
 
 
 class DeadLetter(models.Model):

@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
+from django.urls import path
 
 
 class RedisPageAdmin(admin.ModelAdmin):
@@ -12,6 +13,12 @@ class RedisPageAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+
+    def get_urls(self):
+        # The page alone: the model has no table, so Django's change, delete and history views of one row would
+        # query one that does not exist (a 500). Their URLs fall to the admin's catch-all: a 404.
+        name = f"{self.opts.app_label}_{self.opts.model_name}_changelist"
+        return [path("", self.admin_site.admin_view(self.changelist_view), name=name)]
 
     def changelist_view(self, request, extra_context=None):
         if not self.has_view_or_change_permission(request):

@@ -18,7 +18,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from digest import store
 from digest.flush import enqueue_size_flush
-from pipeline.admission import PUSHED, count_rejection, push
+from pipeline.admission import PUSHED, count_rejection, opens_burst, push
 from pipeline.conf import Kind, sluice_settings
 from pipeline.depth import depth, drain_rate
 from pipeline.message import event_kwargs_json, send_message
@@ -123,10 +123,21 @@ def admit(event, queue):
             else "null"
         )
         return _wait_for_room(event, queue, message.replace(f'"{store.CHANNELS}"', header, 1))
+    klass = event.kind.klass
     if done.outcome == store.OVERFLOW_FULL:
-        logger.error("%s overflow for users who chose instant delivery is full: rejecting", event.kind.klass)
+        if opens_burst(klass, "overflow", BURST_WINDOW_S):
+            logger.error(
+                "%s overflow for users who chose instant delivery is full: rejecting; later rejections in this burst "
+                "are counted in sluice_notifications_total, not logged",
+                klass,
+            )
         raise Rejected(f"the {event.kind.klass} queue and its overflow are full", retry_after=1.0)
-    logger.error("the fold store is full (SLUICE_DIGEST max_fold_keys/max_fold_bytes): rejecting")
+    if opens_burst(klass, "folds", BURST_WINDOW_S):
+        logger.error(
+            "the fold store is full (SLUICE_DIGEST max_fold_keys/max_fold_bytes): rejecting %s events; later "
+            "rejections in this burst are counted in sluice_notifications_total, not logged",
+            klass,
+        )
     raise Rejected(f"the {event.kind.klass} queue and the digest's store are full", retry_after=FULL_STORE_RETRY_S)
 
 

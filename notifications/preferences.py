@@ -8,6 +8,8 @@ moves the mirrored quiet hours and cadence ticks forward.
 
 import logging
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import time as time_of_day
 
 from django.contrib.auth import get_user_model
@@ -151,9 +153,28 @@ def mirror_on_commit(user_id):
     transaction.on_commit(lambda: write_mirror([user_id]))
 
 
+# The user whose rows are being replaced as a whole (replacing()): their saves and deletes write no mirror each.
+_replacing = ContextVar("sluice_preferences_replacing", default=None)
+
+
+@contextmanager
+def replacing(user_id):
+    """Within a transaction: the user's rows may change any number of times, and the user's hash is written once, at
+    the end, from what the transaction holds then. A Redis that cannot be written raises, so that the transaction
+    rolls back: nothing is saved that admission would not see."""
+    token = _replacing.set(user_id)
+    try:
+        yield
+    finally:
+        _replacing.reset(token)
+    write_mirror([user_id])
+
+
 @receiver([post_save, post_delete], sender=Preference)
 @receiver([post_save, post_delete], sender=NotificationSettings)
 def _changed(instance, **kwargs):
+    if _replacing.get() == instance.user_id:
+        return
     mirror_on_commit(instance.user_id)
 
 
@@ -214,7 +235,7 @@ def set_quiet_hours(user, tz, start, end):
     IANA time zone ``tz``; None and None to clear them. Raises ValidationError naming the field."""
     row = _settings(_user_id(user))
     row.timezone = tz
-    row.quiet_start, row.quiet_end = _time(start, "quiet_start"), _time(end, "quiet_end")
+    row.quiet_start, row.quiet_end = parse_time(start, "quiet_start"), parse_time(end, "quiet_end")
     row.full_clean()
     row.save()
     return row
@@ -226,16 +247,20 @@ def set_cadence(user, cadence, at=None, tz=None):
     row = _settings(_user_id(user))
     if tz is not None:
         row.timezone = tz
-    row.cadence, row.digest_at = cadence, _time(at, "digest_at")
+    row.cadence, row.digest_at = cadence, parse_time(at, "digest_at")
     row.full_clean()
     row.save()
     return row
 
 
-def _time(value, field):
-    if value is None or isinstance(value, time_of_day):
-        return value
-    try:
-        return time_of_day.fromisoformat(value)
-    except (TypeError, ValueError):
-        raise ValidationError({field: f"{value!r} is not a time of day (HH:MM)"}) from None
+def parse_time(value, field):
+    """A time of day from "HH:MM" (or a time), in the user's time zone; ValidationError naming ``field`` for
+    anything else, an offset included ("22:00+05:00": the user's time zone says where the time is)."""
+    if value is not None and not isinstance(value, time_of_day):
+        try:
+            value = time_of_day.fromisoformat(value)
+        except (TypeError, ValueError):
+            raise ValidationError({field: f"{value!r} is not a time of day (HH:MM)"}) from None
+    if value is not None and value.tzinfo is not None:
+        raise ValidationError({field: f"{value.isoformat()!r} has an offset; give HH:MM in the user's time zone"})
+    return value

@@ -2,9 +2,10 @@
 ``path("api/", include("notifications.urls"))``: POST /api/notifications/ (ingest, a service's bearer token),
 GET and PUT /api/preferences/ (the signed-in user's own preferences), and the providers' webhooks."""
 
-from django.urls import include, path
+from django.urls import path
 
 from .callbacks import provider_status
+from .esp_webhooks import esp_tracking
 from .ingest.views import ingest
 from .preferences_api import preferences_view
 
@@ -15,7 +16,8 @@ urlpatterns = [
     path("preferences/", preferences_view, name="preferences"),
     # The generic HTTP providers' delivery status callbacks (notifications.callbacks).
     path("providers/<str:channel>/<str:provider>/status/", provider_status, name="provider_status"),
-    # anymail's tracking webhooks (e.g. anymail/postmark/tracking/): they authenticate the ESP and send anymail's
-    # tracking signal, which notifications.tracking turns into delivery status records.
-    path("anymail/", include("anymail.urls")),
+    # anymail's tracking webhooks (e.g. anymail/postmark/tracking/), only those of the ESPs SLUICE_CHANNELS'
+    # providers send through, and never its inbound ones: they authenticate the ESP and send anymail's tracking
+    # signal, which notifications.tracking turns into delivery status records.
+    path("anymail/<str:esp>/tracking/", esp_tracking, name="esp_tracking"),
 ]

@@ -30,6 +30,12 @@ def _admit_keys(queue_name):
     return [keys.counters(), *keys.priority_lists(queue_name)]
 
 
+def opens_burst(klass, what, burst_window_s):
+    """True for the first refusal of ``what`` in a burst (none in the last ``burst_window_s`` seconds), so the caller
+    logs a burst once; the refusals themselves are counted where they happen."""
+    return bool(class_redis(klass).set(keys.refused_burst(klass, what), 1, nx=True, ex=burst_window_s))
+
+
 def count_rejection(klass, burst_window_s):
     """Count a refused event; return True when it opens a burst of refusals (so the caller logs it once)."""
     return bool(

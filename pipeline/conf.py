@@ -138,6 +138,8 @@ class SluiceSettings:
     dead_letters_max: int
     # Delivery status records (sent, delivered, bounced ...) are pruned this many days after their send.
     delivery_retention_days: int = 30
+    # The events one request to an ESP's tracking webhook may apply; the rest are counted and dropped.
+    tracking_max_events: int = 500
 
 
 def _queues(raw, default_url):
@@ -414,6 +416,9 @@ def sluice_settings():
         dead_letters_max=_positive_int(getattr(settings, "SLUICE_DEAD_LETTERS_MAX", 10_000), "SLUICE_DEAD_LETTERS_MAX"),
         delivery_retention_days=_positive_int(
             getattr(settings, "SLUICE_DELIVERY_RETENTION_DAYS", 30), "SLUICE_DELIVERY_RETENTION_DAYS"
+        ),
+        tracking_max_events=_positive_int(
+            getattr(settings, "SLUICE_TRACKING_MAX_EVENTS", 500), "SLUICE_TRACKING_MAX_EVENTS"
         ),
     )
 

@@ -71,6 +71,11 @@ def preferences(user_id):
     return f"{PREFIX}:prefs:{user_id}"
 
 
+def preferences_rate(user_id):
+    """Token bucket of one user's PUTs to the preferences API (the ingest tokens' Lua, ratelimit_token.lua)."""
+    return f"{PREFIX}:prefs-rate:{user_id}"
+
+
 def preferences_rebuilt():
     """Flag held for an hour after a full rebuild of the preferences' mirror."""
     return f"{PREFIX}:prefs:rebuilt"
@@ -104,6 +109,11 @@ def size_trigger():
 def rejected_burst(klass):
     """Flag held during a burst of rejections, so the log says so once per burst."""
     return f"{PREFIX}:rejected-burst:{klass}"
+
+
+def refused_burst(klass, what):
+    """Flag held during a burst of refusals of one kind (``what``: "folds", "overflow"), so the log says so once."""
+    return f"{PREFIX}:refused-burst:{klass}:{what}"
 
 
 def drain_rate(queue):

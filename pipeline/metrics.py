@@ -119,6 +119,12 @@ PROVIDER_OUTCOMES = ("accepted", "failed", "rejected", "skipped")
 #: A delivery status record's statuses, in the order they may move (pipeline never moves one back).
 DELIVERY_STATUSES = ("sent", "delivered", "failed", "bounced", "complained")
 DELIVERY_UNMATCHED = "delivery:unmatched"
+#: What became of one event of an ESP's tracking webhook: it moved its record (updated), changed nothing
+#: (unchanged), came before the worker's record (created), matched no record of a provider sending through that ESP
+#: (unmatched), named another recipient than the one sent to (other_recipient), said nothing about delivery
+#: (ignored), or was dropped past SLUICE_TRACKING_MAX_EVENTS (over_cap); refused counts requests refused because the
+#: webhook has no secret or signing key.
+TRACKING_RESULTS = ("updated", "unchanged", "created", "unmatched", "other_recipient", "ignored", "over_cap", "refused")
 DELIVERY_PRUNED = "delivery:pruned"
 
 
@@ -135,6 +141,11 @@ def provider_call_field(channel, provider, outcome):
 def delivery_status_field(channel, provider, status):
     """sluice_delivery_status_total{channel, provider, status}: records that reached ``status``."""
     return f"delivery_status:{channel}:{provider}:{status}"
+
+
+def tracking_field(provider, result):
+    """sluice_tracking_events_total{provider, result}: an ESP's tracking events (``provider`` is the ESP)."""
+    return f"tracking_events:{provider}:{result}"
 
 
 def suppression_field(reason):

@@ -22,6 +22,11 @@ FAMILIES = {
         "Delivery status records that reached a status (sent, delivered, failed, bounced, complained)",
         ["channel", "provider", "status"],
     ),
+    "tracking_events": (
+        "sluice_tracking_events",
+        "Events of the ESPs' tracking webhooks, by what became of them (pipeline.metrics.TRACKING_RESULTS)",
+        ["provider", "result"],
+    ),
     "suppressions": ("sluice_suppressions_added", "Addresses suppressed after a bounce or complaint", ["reason"]),
 }
 

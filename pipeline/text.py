@@ -27,6 +27,7 @@ LOGGERS = (
     "sluice.preferences",
     "sluice.providers",
     "sluice.send",
+    "sluice.tracking",
 )
 
 

@@ -62,8 +62,9 @@ def parse(url, setting="SLUICE_REDIS_URL"):
         try:
             parts = urlsplit(segment.strip())
             port = parts.port
-        except ValueError as exc:
-            _fail(setting, url, f"is not a valid URL: {exc}")
+        except ValueError:
+            # Not the parser's own message: it quotes the part it could not read, which may be a piece of the password.
+            _fail(setting, url, "is not a valid URL (percent-encode a '/', '?', '#' or '@' in the password)")
         if parts.scheme.lower() != scheme:
             _fail(setting, url, f"mixes schemes: every part of a {scheme}:// URL must be {scheme}://")
         for key, value in parse_qsl(parts.query, keep_blank_values=True):
@@ -93,7 +94,8 @@ def parse(url, setting="SLUICE_REDIS_URL"):
         if path_db is None:
             continue
         if not path_db.isdigit():
-            _fail(setting, url, f"has a database number that is not a number: {path_db!r}")
+            # Not quoted: after a password with an unencoded "/", the "path" is the rest of the password.
+            _fail(setting, url, "has a database number that is not a number (percent-encode a '/' in the password)")
         if db is not None and int(path_db) != db:
             _fail(setting, url, "names different databases in different parts")
         db = int(path_db)
@@ -182,12 +184,18 @@ def describe_unchecked(url):
     return ";".join(_describe_segment(segment) for segment in url.split(";"))
 
 
-CREDENTIALS = re.compile(r"(://[^/?#@:]*):[^/?#@]*@")
 SECRET_OPTION = re.compile(r"([?&;]sentinel_password=)[^&;#]*")
 
 
 def _describe_segment(segment):
-    return SECRET_OPTION.sub(rf"\g<1>{MASK}", CREDENTIALS.sub(rf"\g<1>:{MASK}@", segment))
+    scheme, sep, rest = segment.partition("://")
+    if sep and "@" in rest:
+        # Everything before the last "@" is the user and password, even a password with an unencoded "/", "?" or
+        # "#" in it (which a URL parser reads as the start of the path, and would print whole).
+        userinfo, _, host = rest.rpartition("@")
+        user, colon, _password = userinfo.partition(":")
+        rest = f"{user}:{MASK}@{host}" if colon else rest
+    return SECRET_OPTION.sub(rf"\g<1>{MASK}", scheme + sep + rest)
 
 
 def identity(url):

@@ -120,6 +120,14 @@ EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = _flag("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "sluice@localhost")
+# anymail's settings from ANYMAIL_<NAME> variables (the chart's secrets.anymail): ANYMAIL_WEBHOOK_SECRET
+# ("user:password") authenticates the ESPs' tracking webhooks, ANYMAIL_MAILGUN_WEBHOOK_SIGNING_KEY and the like
+# check the ESPs that sign theirs, ANYMAIL_POSTMARK_SERVER_TOKEN and the like are the ESPs' API keys.
+ANYMAIL = {
+    name.removeprefix("ANYMAIL_"): value
+    for name, value in os.environ.items()
+    if name.startswith("ANYMAIL_") and value.strip()
+}
 
 from .sluice import *  # noqa: E402,F403
 
@@ -128,5 +136,11 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {"sluice": {"handlers": ["console"], "level": os.environ.get("SLUICE_LOG_LEVEL", "INFO")}},
+    "loggers": {
+        "sluice": {"handlers": ["console"], "level": os.environ.get("SLUICE_LOG_LEVEL", "INFO")},
+        # Django logs a 5xx (with its stack) and a refused forged request at ERROR; its own default shows them only
+        # while DEBUG is on, and mails them to ADMINS, which this project has none of.
+        "django.request": {"handlers": ["console"], "level": "ERROR"},
+        "django.security": {"handlers": ["console"], "level": "ERROR"},
+    },
 }

@@ -37,6 +37,23 @@ class Message:
         return max(0.0, min(cap, self.deadline - time.monotonic()))
 
 
+@dataclass(frozen=True)
+class Accepted:
+    """What send() may return instead of a bare id: the provider's id for the message, and the address it went to.
+    The delivery record keeps the address: a bounce or a complaint suppresses an address only when it names the
+    one the send went to."""
+
+    message_id: str | None = None
+    recipient: str = ""
+
+
+def accepted(answer):
+    """(provider's id or None, recipient or "") from what send() returned: an Accepted, an id, or None."""
+    if isinstance(answer, Accepted):
+        return answer.message_id, answer.recipient
+    return answer, ""
+
+
 class SendError(Exception):
     """A send failed."""
 
@@ -63,7 +80,8 @@ class BaseChannel:
 
     send() returns once the provider accepted the message, or raises: TransientSendError to be
     retried, PermanentSendError to give up. Any other exception counts as transient. It may return
-    the provider's id for the message, which delivery status callbacks refer to. It never waits on
+    the provider's id for the message, which delivery status callbacks refer to, or an Accepted
+    that also names the address the message went to (the email channels do). It never waits on
     the provider past ``message.deadline`` (see Message.time_left). A backend is built once per
     worker process and may be called from several threads at once.
     """

@@ -1,5 +1,10 @@
 """One HTTP request that never outlives its timeout: connect, send and every read are bounded by the time left, and
-a watchdog shuts the socket at the deadline, so a provider that drips its answer cannot hold a worker past it."""
+a watchdog shuts the socket at the deadline, so a provider that drips its answer cannot hold a worker past it.
+
+http.client lets go of the connection's socket once the headers say ``Connection: close`` (the answer's body is then
+read through the response alone), so the socket is kept here from the moment it connects: the bound on each read and
+the watchdog act on it until the last byte of the body.
+"""
 
 import http.client
 import socket
@@ -45,7 +50,9 @@ def request(method, url, body, headers, timeout_s):
     else:
         conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    watchdog = threading.Timer(timeout_s, _abort, args=(conn,))
+    watched = _Watched(conn)
+    response = None
+    watchdog = threading.Timer(timeout_s, watched.abort)
     watchdog.daemon = True
     watchdog.start()
     try:
@@ -53,48 +60,73 @@ def request(method, url, body, headers, timeout_s):
             conn.connect()
         except OSError as exc:
             raise Unreached(f"{type(exc).__name__}: {exc}") from exc
-        _bound(conn, deadline)
+        watched.keep(conn.sock)
+        watched.bound(deadline)
         conn.request(method, target, body=body, headers=headers)
-        _bound(conn, deadline)
+        watched.bound(deadline)
         response = conn.getresponse()
-        data = _read(conn, response, deadline)
+        data = _read(watched, response, deadline)
         return Response(response.status, {k.lower(): v for k, v in response.getheaders()}, data)
     except (OSError, http.client.HTTPException) as exc:
         if isinstance(exc, Unreached):
             raise
-        if time.monotonic() >= deadline or isinstance(exc, TimeoutError):
+        if watched.aborted or time.monotonic() >= deadline or isinstance(exc, TimeoutError):
             raise TimedOut(f"no complete answer within {timeout_s:.2f} s") from exc
         raise
     finally:
         watchdog.cancel()
+        if response is not None:
+            response.close()  # after "Connection: close" the response alone holds the socket's file
         conn.close()
+        watched.close()
 
 
-def _bound(conn, deadline):
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimedOut("the deadline passed")
-    if conn.sock is not None:
-        conn.sock.settimeout(left)
+class _Watched:
+    """The socket of one request, from its connection until the end of the answer's body."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.sock = None
+        self.aborted = False
+
+    def keep(self, sock):
+        self.sock = sock
+
+    def bound(self, deadline):
+        """Let the next read or write wait at most the time left."""
+        left = deadline - time.monotonic()
+        if left <= 0 or self.aborted:
+            raise TimedOut("the deadline passed")
+        if self.sock is not None:
+            self.sock.settimeout(left)
+
+    def abort(self):
+        # From the watchdog's thread: shutting the socket down wakes the blocked read at once (close alone may not).
+        # Before connect() returns, the connection's own attribute holds the socket (a TLS handshake in progress).
+        self.aborted = True
+        for sock in {id(s): s for s in (self.sock, self.conn.sock) if s is not None}.values():
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
 
 
-def _read(conn, response, deadline):
+def _read(watched, response, deadline):
     chunks, size = [], 0
     while size < MAX_RESPONSE_BYTES:
-        _bound(conn, deadline)
-        chunk = response.read(min(CHUNK, MAX_RESPONSE_BYTES - size))
+        watched.bound(deadline)
+        # read1: at most one read on the socket, so no call waits longer than the time left (read(n) would wait
+        # for n bytes however slowly they drip).
+        chunk = response.read1(min(CHUNK, MAX_RESPONSE_BYTES - size))
         if not chunk:
             break
         chunks.append(chunk)
         size += len(chunk)
+    if watched.aborted:
+        # The watchdog's shutdown ends the body early, as an end of file would: the answer is incomplete.
+        raise TimedOut("the deadline passed while the answer's body was read")
     return b"".join(chunks)
-
-
-def _abort(conn):
-    # From the watchdog's thread: shutting the socket down wakes the blocked read at once (close alone may not).
-    sock = conn.sock
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass

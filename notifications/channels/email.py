@@ -8,7 +8,7 @@ from django.core.mail import EmailMessage, get_connection
 
 from pipeline.text import single_line
 
-from .base import BaseChannel, PermanentSendError, SuppressedRecipient, TransientSendError
+from .base import Accepted, BaseChannel, PermanentSendError, SuppressedRecipient, TransientSendError
 
 
 class EmailChannel(BaseChannel):
@@ -31,6 +31,7 @@ class EmailChannel(BaseChannel):
             raise PermanentSendError(f"recipient refused: {exc}") from exc
         except (smtplib.SMTPException, OSError) as exc:
             raise TransientSendError(f"SMTP failed: {exc}") from exc
+        return Accepted(None, address)
 
 
 def timeout(message):

@@ -5,7 +5,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.mail import EmailMessage, get_connection
 from django.utils.module_loading import import_string
 
-from .base import BaseChannel, PermanentSendError, TransientSendError
+from .base import Accepted, BaseChannel, PermanentSendError, TransientSendError
 from .email import address_of
 
 # ESPs whose send API takes an idempotency key, and the message header anymail hands it over in. A resend of the
@@ -83,7 +83,7 @@ class AnymailChannel(BaseChannel):
             raise TransientSendError(f"the ESP failed: {_first_line(exc)}") from exc
         except OSError as exc:  # Django's SMTP backend, or a backend that lets a socket error through
             raise TransientSendError(f"the ESP is unreachable: {exc}") from exc
-        return _message_id(email)
+        return Accepted(_message_id(email), address)
 
 
 def _message_id(email):

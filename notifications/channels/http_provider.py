@@ -14,6 +14,7 @@ from . import deadline_http
 from .base import BaseChannel, PermanentSendError, TransientSendError
 
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
+HEADER_VALUE = re.compile(r"[^\x00-\x08\x0a-\x1f\x7f]*")
 FIELDS = ("id", "recipient", "subject", "body", "kind", "channel", "class", "entity_id")
 # A provider's answer about the message itself (a malformed number, an unregistered device token): no retry and no
 # other provider can help. Every other answer that is not 2xx counts as transient, unless listed below.
@@ -35,6 +36,8 @@ class HttpProviderChannel(BaseChannel):
       {kind}, {channel}, {class} and {entity_id}; ``headers``: static headers (an Authorization, say);
       ``auth``: the dotted path of a callable returning headers, for tokens that expire (FCM's OAuth);
     - ``recipient`` (required): "user.<field>", "payload.<field>", or the dotted path of a callable(message);
+      ``payload_recipient_kinds``: with "payload.<field>", the only kinds that may name their recipient in the
+      payload (a list; unset: every kind); any other kind's send is refused (a permanent failure);
     - ``timeout_s`` (5, never past the send's deadline); ``permanent_statuses``, ``transient_statuses``;
     - ``message_id_field``: where the answer's JSON holds the provider's message id ("sid", "name", "a.b");
     - ``idempotency_header`` ("Idempotency-Key"; None to send none), given the notification id;
@@ -59,6 +62,13 @@ class HttpProviderChannel(BaseChannel):
         self.headers = dict(options.get("headers") or {})
         self.auth = import_string(options["auth"]) if options.get("auth") else None
         self.recipient = _recipient(options.get("recipient"), where)
+        kinds = options.get("payload_recipient_kinds")
+        if kinds is not None and (not isinstance(kinds, (list, tuple)) or not all(isinstance(k, str) for k in kinds)):
+            raise ImproperlyConfigured(f"{where}: options['payload_recipient_kinds'] must be a list of kinds")
+        from_payload = str(options.get("recipient")).startswith("payload.")
+        # Whoever may send a kind names the number itself when the payload holds it (SMS pumping): a list of the
+        # kinds allowed to.
+        self.payload_recipient_kinds = frozenset(kinds) if kinds is not None and from_payload else None
         self.timeout_s = float(options.get("timeout_s", DEFAULT_TIMEOUT_S))
         self.permanent = frozenset(options.get("permanent_statuses", PERMANENT_STATUSES))
         self.transient = frozenset(options.get("transient_statuses", TRANSIENT_STATUSES))
@@ -72,6 +82,10 @@ class HttpProviderChannel(BaseChannel):
         timeout = message.time_left(self.timeout_s)
         if timeout <= 0:
             raise TransientSendError("no time left in the send budget")
+        if self.payload_recipient_kinds is not None and message.kind not in self.payload_recipient_kinds:
+            raise PermanentSendError(
+                f"kind {message.kind!r} may not name its recipient in the payload on this provider"
+            )
         recipient = self.recipient(message)
         if not recipient:
             raise PermanentSendError("the message has no recipient for this provider")
@@ -90,7 +104,14 @@ class HttpProviderChannel(BaseChannel):
             data, content_type = json.dumps(filled, ensure_ascii=False).encode(), "application/json"
         else:
             data, content_type = urlencode(filled).encode(), "application/x-www-form-urlencoded"
-        headers = {"Content-Type": content_type, **self.headers, **(self.auth() if self.auth else {})}
+        # A token read from a file often ends in a newline: trimmed. Any other line break or control character would
+        # make http.client refuse the header quoting its value (the token) into the error, the log and the dead
+        # letter: refused here naming the header only.
+        auth = {name: str(value).strip() for name, value in (self.auth() if self.auth else {}).items()}
+        headers = {"Content-Type": content_type, **self.headers, **auth}
+        for name, value in headers.items():
+            if not HEADER_VALUE.fullmatch(str(value)):
+                raise TransientSendError(f"the {name!r} header has a line break or a control character (not shown)")
         if self.idempotency_header:
             headers[self.idempotency_header] = message.id
         try:

@@ -6,26 +6,22 @@ Three rules keep a receiver, or something pretending to be one, from fooling or 
   200 as delivered; a redirect is the receiver's misconfiguration, so it is a permanent failure.
 - The signature covers a timestamp and the body, so a captured request cannot be replayed after the receiver's
   window (docs/security.md says how a receiver checks both).
-- ``timeout_s`` bounds the whole send, not each socket read: a receiver that trickles its headers a byte at a
-  time is cut off when the time is up.
+- ``timeout_s`` bounds the whole send, not each socket read, through the same deadline as the HTTP providers
+  (deadline_http): a receiver that trickles its headers or its answer's body a byte at a time is cut off when the
+  time is up, and the send is not counted as delivered.
 """
 
 import hashlib
 import hmac
 import http.client
 import json
-import socket
-import threading
 import time
-import urllib.error
-import urllib.request
 
+from . import deadline_http
 from .base import BaseChannel, PermanentSendError, TransientSendError
 
 SIGNATURE_HEADER = "X-Sluice-Signature"
 TIMESTAMP_HEADER = "X-Sluice-Timestamp"
-# A receiver's answer is not read past its status and headers, but a body it sends at once is drained this far.
-DRAIN_BYTES = 64 * 1024
 
 
 def sign(secret, timestamp, body):
@@ -63,94 +59,23 @@ class WebhookChannel(BaseChannel):
             timestamp = str(int(time.time()))
             headers[TIMESTAMP_HEADER] = timestamp
             headers[SIGNATURE_HEADER] = sign(secret, timestamp, body)
-        request = urllib.request.Request(self.options["url"], data=body, headers=headers, method="POST")
-        timeout = float(self.options.get("timeout_s", 5))
-        deadline = Deadline(timeout)
-        opener = urllib.request.build_opener(_NoRedirects(), _TimedHTTPHandler(deadline), _TimedHTTPSHandler(deadline))
+        timeout = message.time_left(float(self.options.get("timeout_s", 5)))
+        if timeout <= 0:
+            raise TransientSendError("no time left in the send budget")
         try:
-            with deadline, opener.open(request, timeout=timeout) as response:
-                response.read(DRAIN_BYTES)
-                return
-        except urllib.error.HTTPError as exc:
-            if 300 <= exc.code < 400:
-                raise PermanentSendError(f"webhook answered {exc.code}; redirects are not followed") from exc
-            if exc.code == 429 or exc.code >= 500:
-                raise TransientSendError(f"webhook answered {exc.code}") from exc
-            raise PermanentSendError(f"webhook answered {exc.code}") from exc
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-            if deadline.expired:
-                raise TransientSendError(f"webhook took longer than {timeout:g} s") from exc
+            # http.client never follows a redirect: a 3xx is the answer, and refused below.
+            response = deadline_http.request("POST", self.options["url"], body, headers, timeout)
+        except deadline_http.Unreached as exc:
             raise TransientSendError(f"webhook unreachable: {exc}") from exc
-
-
-class Deadline:
-    """Closes the connection of one send when its time is up, whatever it is waiting for at that moment."""
-
-    def __init__(self, seconds):
-        self.seconds = seconds
-        self.expired = False
-        self._connections = []
-        self._lock = threading.Lock()
-        self._timer = None
-
-    def __enter__(self):
-        self._timer = threading.Timer(self.seconds, self._expire)
-        self._timer.daemon = True
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._timer.cancel()
-
-    def watch(self, connection):
-        with self._lock:
-            if self.expired:
-                raise TimeoutError("the send's time was up before it connected")
-            self._connections.append(connection)
-
-    def _expire(self):
-        with self._lock:
-            self.expired = True
-            connections = list(self._connections)
-        for connection in connections:
-            sock = connection.sock
-            if sock is not None:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass  # already closed
-
-
-def _timed(base, deadline):
-    class Connection(base):
-        def connect(self):
-            # Watched from the start, so that the deadline also cuts a TLS handshake the server drags out.
-            deadline.watch(self)
-            super().connect()
-            if deadline.expired:
-                raise TimeoutError("the send's time was up while it connected")
-
-    return Connection
-
-
-class _TimedHTTPHandler(urllib.request.HTTPHandler):
-    def __init__(self, deadline):
-        super().__init__()
-        self.deadline = deadline
-
-    def http_open(self, req):
-        return self.do_open(_timed(http.client.HTTPConnection, self.deadline), req)
-
-
-class _TimedHTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, deadline):
-        super().__init__()
-        self.deadline = deadline
-
-    def https_open(self, req):
-        return self.do_open(_timed(http.client.HTTPSConnection, self.deadline), req, context=self._context)
-
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None  # urllib then raises HTTPError with the 3xx code
+        except deadline_http.TimedOut as exc:
+            raise TransientSendError(f"webhook took longer than {timeout:g} s") from exc
+        except (OSError, http.client.HTTPException) as exc:
+            raise TransientSendError(f"webhook connection failed: {type(exc).__name__}: {exc}") from exc
+        code = response.status
+        if 200 <= code < 300:
+            return
+        if 300 <= code < 400:
+            raise PermanentSendError(f"webhook answered {code}; redirects are not followed")
+        if code == 429 or code >= 500:
+            raise TransientSendError(f"webhook answered {code}")
+        raise PermanentSendError(f"webhook answered {code}")

@@ -58,24 +58,35 @@ local function fold(list, reason, due)
     redis.call('HINCRBY', FK.size, 'k', 1)
   end
   local key, member = FK.grains[g], FM[g]
+  -- What this event adds to the store's bytes is charged against the bound too, for a key that exists as for a new
+  -- one: a bigger payload that does not fit leaves the smaller one in place, and an entity id that does not fit is
+  -- counted and not remembered. So the store's bytes never pass max_b.
+  local b = tonumber(redis.call('HGET', FK.size, 'b')) or 0
   local delta = size - redis.call('HSTRLEN', key, 'p')
+  local keep_payload = delta > 0 and b + delta > max_b
+  if keep_payload then
+    delta = 0
+  end
+  local remember = false
+  if g > 1 and redis.call('HGET', key, 'e:' .. entity) == false then
+    -- A coarse fold counts the distinct entities (and kinds) it holds, remembering up to 100 of them.
+    remember = tonumber(redis.call('HINCRBY', key, 'ec', 1)) <= 100 and b + delta + #entity <= max_b
+  end
   redis.call('HINCRBY', key, 'n', 1)
-  redis.call('HSET', key, 'p', payload, 'l', now, 'k', kind, 'r', reason)
+  if not keep_payload then
+    redis.call('HSET', key, 'p', payload)
+  end
+  redis.call('HSET', key, 'l', now, 'k', kind, 'r', reason)
   redis.call('HSETNX', key, 'f', now)
   for _, channel in ipairs(list) do
     redis.call('HSET', key, 'c:' .. channel, 1)
   end
-  if g > 1 then
-    -- A coarse fold counts the distinct entities (and kinds) it holds, remembering up to 100 of them.
-    if redis.call('HGET', key, 'e:' .. entity) == false then
-      if tonumber(redis.call('HINCRBY', key, 'ec', 1)) <= 100 then
-        redis.call('HSET', key, 'e:' .. entity, 1)
-        delta = delta + #entity
-      end
-    end
-    if g == 3 and redis.call('HSETNX', key, 'kk:' .. kind, 1) == 1 then
-      redis.call('HINCRBY', key, 'kc', 1)
-    end
+  if remember then
+    redis.call('HSET', key, 'e:' .. entity, 1)
+    delta = delta + #entity
+  end
+  if g == 3 and redis.call('HSETNX', key, 'kk:' .. kind, 1) == 1 then
+    redis.call('HINCRBY', key, 'kc', 1)
   end
   redis.call('HINCRBY', key, 'z', delta)
   redis.call('HINCRBY', FK.size, 'b', delta)

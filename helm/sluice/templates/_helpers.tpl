@@ -206,6 +206,13 @@ volumes:
       name: {{ include "sluice.secretName" $ }}
       key: {{ $key }}
 {{- end }}
+{{- range $name := keys .Values.secrets.anymail | sortAlpha }}
+- name: ANYMAIL_{{ $name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "sluice.secretName" $ }}
+      key: ANYMAIL_{{ $name }}
+{{- end }}
 {{- /* Channel secrets: optional, so an existing Secret without them still works. */}}
 - name: SLUICE_CHANNEL_OPTIONS
   valueFrom:

@@ -9,7 +9,7 @@ from sluice_tools.bench.common import bench_redis, write_json
 
 
 class Command(BaseCommand):
-    help = "Run a benchmark: admission, gate, incident, soak, kills, folds, providers, batches."
+    help = "Run a benchmark: admission, gate, incident, soak, kills, folds, providers, batches, preferences."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="name", required=True)
@@ -46,6 +46,9 @@ class Command(BaseCommand):
         folds = sub.add_parser("folds", help="100,000 distinct entity ids against full queues: the fold store's bound")
         folds.add_argument("--events", type=int, default=100_000)
         folds.add_argument("--users", type=int, default=50)
+        folds.add_argument(
+            "--max-fold-bytes", type=int, default=None, help="the fold store's byte bound (default: SLUICE_DIGEST's)"
+        )
         kills = sub.add_parser("kills", help="kill -9 worker process groups under load, in fetches too; count losses")
         kills.add_argument("--kills", type=int, default=200)
         kills.add_argument("--seed", type=int, default=12)
@@ -68,6 +71,9 @@ class Command(BaseCommand):
         cost.add_argument("--ceiling-seconds", type=float, default=8, help="seconds of each ceiling step (0: skip)")
         cost.add_argument(
             "--producers", default="1,2,4,8", help="producer processes of each ceiling step, comma-separated"
+        )
+        sub.add_parser(
+            "preferences", help="one 64 KiB PUT /api/preferences/: Redis commands and time; 16 at once and /healthz"
         )
         batches = sub.add_parser(
             "batches", help="background throughput per slot, batched against single sends; critical p99 meanwhile"
@@ -147,12 +153,18 @@ class Command(BaseCommand):
 
         return incident_run.run(redis_url, scale, out, flush_interval, self.stdout)
 
-    def bench_folds(self, redis_url, events, users, **options):
+    def bench_preferences(self, redis_url, **options):
+        from sluice_tools.bench import preferences_put
+
+        return preferences_put.run(redis_url, self.stdout)
+
+    def bench_folds(self, redis_url, events, users, max_fold_bytes=None, **options):
         from sluice_tools.bench import folds
 
-        result = folds.run(redis_url, events, users, self.stdout)
+        result = folds.run(redis_url, events, users, self.stdout, max_fold_bytes)
         self.stdout.write(
-            f"\n{events:,} events: {result['by_grain']} by grain, {result['refused']} refused; Redis peak "
+            f"\n{events:,} events: {result['by_grain']} by grain, {result['refused']} refused; store bytes peak "
+            f"{result['store_bytes_peak_over_bound']} x its bound; Redis peak "
             f"{result['redis_used_memory_peak_mib']} MiB; unaccounted {result['unaccounted']}; when Redis was full: "
             f"{result['redis_full']}"
         )
