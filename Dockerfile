@@ -1,6 +1,10 @@
 # One image for every Sluice component; the Helm chart (helm/sluice) picks the command.
 FROM python:3.11-slim
 
+# The Python distribution the image holds (pyproject.toml), also the chart's appVersion.
+LABEL org.opencontainers.image.title="django-sluice" \
+      org.opencontainers.image.version="0.2.0"
+
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \

@@ -77,6 +77,14 @@ def last_attempt(attempt):
     return attempt.retries >= MAX_RETRIES
 
 
+def next_step(attempt):
+    """What follows a failed attempt, for its log line: another attempt, or the dead letters after the last one
+    (retry() decides; a retry that would come after the message's expiry is dead-lettered too, and logged so)."""
+    if last_attempt(attempt):
+        return f"dead-lettered after {attempt.retries + 1} attempts"
+    return "will retry"
+
+
 def retry(attempt, exc, countdown, channels=None):
     """Retry in ``countdown`` seconds, or dead-letter once MAX_RETRIES attempts have failed or the retry would come
     after the message expires. Always raises Ended."""
@@ -144,7 +152,7 @@ def unexpected(attempt, exc):
     logger.warning(
         "send %s failed unexpectedly, %s",
         attempt.kwargs.get("notification_id"),
-        "dead-lettered" if last_attempt(attempt) else "will retry",
+        next_step(attempt),
         exc_info=exc,
     )
     try:

@@ -21,7 +21,7 @@ from . import endings, expiry, failover
 from .channels.base import Message, PermanentSendError
 from .claims import ClaimedElsewhere, claim, claim_ttl, describe, record_end
 from .endings import Ended
-from .render import render
+from .render import recipient, render
 
 logger = logging.getLogger("sluice.send")
 
@@ -93,6 +93,17 @@ class Batch:
             if not item.given_back and item.ending is None:
                 item.ending = conclude(item)
         return self.items[0].ending
+
+    def summary(self):
+        """How the batch's messages ended, in one line: "12 messages: 10 done, 1 retried, 0 dead-lettered, ..."."""
+        ends = {"done": 0, "retried": 0, "dead-lettered": 0, "requeued": 0, "given back": 0}
+        names = {endings.DONE: "done", endings.RETRIED: "retried", endings.DEAD_LETTERED: "dead-lettered"}
+        for item in self.items:
+            if item.given_back:
+                ends["given back"] += 1
+            else:
+                ends[names.get(item.ending.kind, "requeued") if item.ending else "requeued"] += 1
+        return f"{len(self.items)} messages: " + ", ".join(f"{n} {end}" for end, n in ends.items())
 
     def send_item(self, index, item):
         for position, message in enumerate(item.messages):
@@ -194,7 +205,7 @@ class Batch:
                     "send %s on %s failed, %s: %s",
                     message.id,
                     channel,
-                    "dead-lettered" if endings.last_attempt(item.attempt) else "will retry",
+                    endings.next_step(item.attempt),
                     describe(result),
                 )
                 item.failed.append((channel, result))
@@ -231,8 +242,10 @@ def messages_of(attempt):
         endings.dead_letter(attempt, "unknown_kind", f"kind {kind!r} is no longer registered", channels)
     expires_at = attempt.expires_at(kind_obj)
     entity_id, payload, count = kwargs.get("entity_id"), kwargs.get("payload"), kwargs.get("count", 1)
+    user_id = kwargs.get("user_id")
     extra = {k: v for k, v in kwargs.items() if k not in _SEND_ARGS}
-    context = {"kind": kind, "entity_id": entity_id, "payload": payload, "count": count, **extra}
+    context = {"kind": kind, "entity_id": entity_id, "payload": payload, "count": count, "user": recipient(user_id)}
+    context.update(extra)
     # A routine fold of several events is a digest; a background collapse shows only the latest state. A fold of
     # a coarser grain (user|kind, or the user) always reads as one, whatever the class.
     grain = extra.get("grain", "entity")
@@ -243,7 +256,7 @@ def messages_of(attempt):
             channel=channel,
             kind=kind,
             klass=kind_obj.klass,
-            user_id=kwargs.get("user_id"),
+            user_id=user_id,
             entity_id=entity_id,
             subject=subject,
             body=body,

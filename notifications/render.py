@@ -3,6 +3,7 @@
 from django.template.backends.django import Template as DjangoTemplate
 from django.template.context import make_context
 from django.template.loader import select_template
+from django.utils.functional import SimpleLazyObject
 
 from pipeline.text import single_line
 
@@ -36,3 +37,15 @@ def _render(template, context):
     if isinstance(template, DjangoTemplate) and name.endswith(".txt"):
         return template.template.render(make_context(context, autoescape=False))
     return template.render(context)
+
+
+def recipient(user_id):
+    """The recipient user for a template's context (``{{ user.first_name }}``), loaded from the database only when
+    the template uses it; None when the user is gone."""
+
+    def load():
+        from django.contrib.auth import get_user_model
+
+        return get_user_model()._default_manager.filter(pk=user_id).first()
+
+    return SimpleLazyObject(load)

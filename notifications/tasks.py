@@ -84,6 +84,7 @@ def send_batch(attempt, size):
         end_or_retire(consumer, _give_back, [item for item in batch.items[1:] if item.ending is None])
         raise
     end_or_retire(consumer, _end_taken, batch.items[1:])
+    logger.info("batch (%s): %s", attempt.klass, batch.summary())
     return ending
 
 

@@ -18,12 +18,25 @@ class SluiceScheduler(DatabaseScheduler):
         from django.core.checks import Error
         from django.core.exceptions import ImproperlyConfigured
 
+        from .beat_schedule import sync_flush_interval
         from .checks import check_periodic_tasks
 
+        # A flush_interval_s changed since the last migrate: run at the setting's interval, not the stale copy.
+        sync_flush_interval()
         problems = [e for e in check_periodic_tasks(databases=["default"]) if isinstance(e, Error)]
         if problems:
             raise ImproperlyConfigured("; ".join(f"{e.msg}: {e.hint}" for e in problems))
         super().setup_schedule()
+
+    def all_as_schedule(self):
+        from .beat_schedule import FLUSH_TASK, record_running_interval
+
+        schedule = super().all_as_schedule()
+        for entry in schedule.values():
+            run_every = getattr(entry.schedule, "run_every", None)
+            if entry.task == FLUSH_TASK and run_every is not None:
+                record_running_interval(run_every.total_seconds())  # what /metrics reports
+        return schedule
 
     def enabled_models_qs(self):
         return super().enabled_models_qs().filter(task__startswith=SLUICE_TASKS)

@@ -24,11 +24,22 @@ from kombu.utils.url import maybe_sanitize_url
 
 from . import urls
 
+
+def _celery_command_line(argv):
+    """Whether this process is the celery command (`celery ...` or `python -m celery ...`)."""
+    program = argv[0] if argv else ""
+    return os.path.basename(program) == "celery" or program.endswith(os.path.join("celery", "__main__.py"))
+
+
 if not os.environ.get("DJANGO_SETTINGS_MODULE") and not settings.configured:
-    raise ImproperlyConfigured(
+    _NO_SETTINGS = (
         "Sluice's Celery app runs with your project's settings and never guesses them: set "
         "DJANGO_SETTINGS_MODULE, for example DJANGO_SETTINGS_MODULE=mysite.settings celery -A pipeline worker"
     )
+    if _celery_command_line(sys.argv):
+        # One line on the command line, not the traceback of Celery loading its app.
+        raise SystemExit(f"{ImproperlyConfigured.__name__}: {_NO_SETTINGS}")
+    raise ImproperlyConfigured(_NO_SETTINGS)
 
 TRANSPORTS = ("pipeline.transport:Transport", "pipeline.transport:SentinelTransport")
 
@@ -232,12 +243,13 @@ def _refuse(problem):
 
 def _refuse_flower_without_auth(argv):
     """`celery -A pipeline flower` from any working directory: no login, no Flower."""
-    program = argv[0] if argv else ""
-    celery_cli = os.path.basename(program) == "celery" or program.endswith(os.path.join("celery", "__main__.py"))
-    if celery_cli and "flower" in argv[1:]:
+    if _celery_command_line(argv) and "flower" in argv[1:]:
         from .flower import refuse_without_auth
 
-        refuse_without_auth(argv[argv.index("flower") + 1 :])
+        try:
+            refuse_without_auth(argv[argv.index("flower") + 1 :])
+        except ImproperlyConfigured as exc:
+            _refuse(str(exc))
 
 
 _refuse_flower_without_auth(sys.argv)

@@ -17,6 +17,7 @@ from .conf import CLASSES, sluice_settings
 from .depth import depth, queue_redis, snapshot
 from .latency import oldest_ages
 from .metrics import (
+    BEAT_FLUSH_INTERVAL_FIELD,
     BUCKETS,
     DEAD_LETTER_REASONS,
     DEAD_LETTERS_DROPPED,
@@ -197,8 +198,11 @@ def _flush_gauges(stores):
             # The store flushed longest ago: a flush stalled on any one Redis is a flush stalled.
             last.add_metric([trigger], min(float(at) for at in found))
     yield last
-    interval = GaugeMetricFamily(DIGEST_FLUSH_INTERVAL, "The interval beat runs the digest flush at")
-    interval.add_metric([], sluice_settings().digest["flush_interval_s"])
+    interval = GaugeMetricFamily(DIGEST_FLUSH_INTERVAL, "The interval Sluice's beat runs the digest flush at")
+    running = [float(at) for stats in every if (at := stats.get(BEAT_FLUSH_INTERVAL_FIELD.encode())) is not None]
+    if running:
+        # What beat runs, not what the settings say: a schedule out of step with them is sluice.E006.
+        interval.add_metric([], max(running))
     yield interval
 
 

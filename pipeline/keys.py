@@ -150,7 +150,8 @@ def flush_backlog():
 
 
 def digest_stats():
-    """Hash: last_flush_at, last_flush_size, and last_flush_at:<trigger> (pipeline.metrics.last_flush_field)."""
+    """Hash: last_flush_at, last_flush_size, last_flush_at:<trigger> (pipeline.metrics.last_flush_field), and the
+    interval beat runs the flush at (pipeline.metrics.BEAT_FLUSH_INTERVAL_FIELD)."""
     return f"{DIGEST_PREFIX}stats"
 
 

@@ -2,7 +2,7 @@
 
 kombu builds a new producer and redis client for every apply_async (DESIGN.md, "Measured"); the
 bytes are the same, so the fast path builds them here, from a template of the constant parts, and
-pushes them in one round trip. tests/test_message.py checks them against kombu's own.
+pushes them in one round trip. tests/unit/test_message.py checks them against kombu's own.
 """
 
 import base64

@@ -154,10 +154,12 @@ def suppression_field(reason):
 
 
 #: Gauges of the digest flush, for the SluiceDigestFlushStalled alert: when each trigger last flushed, and the
-#: interval beat runs the flush at (SLUICE_DIGEST["flush_interval_s"]).
+#: interval Sluice's beat runs the flush at (what its schedule holds, recorded by beat in the digest stats field
+#: BEAT_FLUSH_INTERVAL_FIELD; pipeline.beat_schedule).
 DIGEST_LAST_FLUSH = "sluice_digest_last_flush_timestamp_seconds"
 DIGEST_FLUSH_INTERVAL = "sluice_digest_flush_interval_seconds"
 FLUSH_TRIGGERS = ("beat", "size", "backlog")
+BEAT_FLUSH_INTERVAL_FIELD = "beat_flush_interval_s"
 
 
 def last_flush_field(trigger):

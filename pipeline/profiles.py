@@ -60,5 +60,8 @@ def worker_argv(klass, extra=()):
         "--concurrency",
         str(profile.concurrency),
         "--task-events",
+        # Celery's default (WARNING) prints nothing while the pool works: one line per batch and per flush show.
+        "--loglevel",
+        "INFO",
         *extra,
     ]

@@ -22,6 +22,10 @@ def queue_for_kind(kind):
     return queue_for_class(sluice_settings().kinds[kind].klass)
 
 
+#: The exchange the class queues are bound to, each by its own name as the routing key.
+EXCHANGE = "sluice"
+
+
 def celery_queue_settings():
     """Celery settings that declare exactly the three class queues and route to them."""
     queues = sluice_settings().queues
@@ -34,5 +38,9 @@ def celery_queue_settings():
         # Anything unrouted lands on a watched, ceilinged queue, never on an unwatched "celery".
         "task_default_queue": queues["background"].name,
         "task_default_routing_key": queues["background"].name,
+        # One direct exchange for the three queues, named neutrally: Celery would name it after the default queue,
+        # and a worker's banner would show critical bound to an exchange called "background".
+        "task_default_exchange": EXCHANGE,
+        "task_default_exchange_type": "direct",
         "task_routes": routes,
     }

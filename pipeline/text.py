@@ -13,7 +13,7 @@ import unicodedata
 _ESCAPE_SEQUENCE = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]"
 )
-#: Every logger Sluice logs to; tests/test_text.py checks that no module logs to another.
+#: Every logger Sluice logs to; tests/unit/test_text.py checks that no module logs to another.
 LOGGERS = (
     "sluice.admission",
     "sluice.batch",

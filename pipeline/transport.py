@@ -10,7 +10,7 @@ one's processing list back to its queue and restores its unacked messages at onc
 visibility timeout. The unacked format stays kombu's, so Celery, Flower and `celery inspect` work as before.
 
 This subclasses private methods of kombu 5.7.0's Redis transport, which is why kombu is pinned exactly
-(tests/test_transport.py exercises every one of them).
+(tests/integration/test_transport.py exercises every one of them).
 """
 
 import logging

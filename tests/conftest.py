@@ -7,11 +7,23 @@ import re
 import pytest
 from django.conf import settings
 
-from sluice_tools.processes import ManagedProcess
+from sluice_tools.processes import ManagedProcess, log_dir
 from sluice_tools.redis_server import RedisServer, redis_binary
+from tests.waiting import wait_for  # noqa: F401  (the one wait_for; tests import it from tests.waiting)
 
 IN_CI = os.environ.get("CI") == "true"
 LOCMEM = "notifications.channels.locmem.LocmemChannel"
+
+
+def pytest_configure(config):
+    """Each xdist worker (gw0, gw1, ...) logs its child processes to a folder of its own under SLUICE_LOG_DIR.
+
+    Redis servers are per worker already (session fixtures on free ports), and pytest-django gives each worker a
+    test database of its own (test_<name>_gw0, ...); tmp_path is per worker too.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        os.environ["SLUICE_LOG_DIR"] = str(log_dir() / worker)
 
 
 def need(reason):
@@ -74,18 +86,6 @@ def staff(django_user_model):
         return member
 
     return make
-
-
-def wait_for(predicate, timeout=20.0):
-    """Poll ``predicate`` until it is true or ``timeout`` seconds pass; return whether it came true."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 @pytest.fixture

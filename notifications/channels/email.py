@@ -12,7 +12,7 @@ from .base import Accepted, BaseChannel, PermanentSendError, SuppressedRecipient
 
 
 class EmailChannel(BaseChannel):
-    """Sends to the user's ``email`` field. Options: ``email_backend``, ``from_email``."""
+    """Sends to the user's email field (the user model's EMAIL_FIELD). Options: ``email_backend``, ``from_email``."""
 
     def send(self, message):
         address = address_of(message.user_id)
@@ -44,7 +44,9 @@ def timeout(message):
 def address_of(user_id):
     """The user's email address, checked: PermanentSendError without one, SuppressedRecipient when suppressed."""
     User = get_user_model()
-    address = User._default_manager.filter(pk=user_id).values_list("email", flat=True).first()
+    # A custom user model names its address field with EMAIL_FIELD ("email" by default).
+    field = User.get_email_field_name()
+    address = User._default_manager.filter(pk=user_id).values_list(field, flat=True).first()
     if not address:
         raise PermanentSendError("the user has no email address")
     refuse_suppressed(address)

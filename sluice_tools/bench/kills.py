@@ -184,12 +184,14 @@ def summarize(producer, killer, records, drained, seconds):
     for record in records:
         by_entity.setdefault(record["entity_id"], []).append(record)
     lost = [e for e in producer.accepted if e not in by_entity]
+    # A kill names the worker's process group (its leader's pid); a copy's sender may be a prefork child in it.
     kills_by_pid = {pid: at for at, pid, _how in killer.kills}
     duplicates = {e: copies for e, copies in by_entity.items() if len(copies) > 1}
     explained = [
         e
         for e, copies in duplicates.items()
-        if copies[0].get("pid") in kills_by_pid and copies[0]["done"] <= kills_by_pid[copies[0]["pid"]]
+        if (group := copies[0].get("pgid", copies[0].get("pid"))) in kills_by_pid
+        and copies[0]["done"] <= kills_by_pid[group]
     ]
     return {
         "kills": len(killer.kills),
@@ -203,7 +205,10 @@ def summarize(producer, killer, records, drained, seconds):
         "duplicated_after_provider_returned": len(explained),
         "duplicated_unexplained": {
             entity: [
-                {**{k: copy.get(k) for k in ("pid", "started", "done")}, "killed_at": kills_by_pid.get(copy.get("pid"))}
+                {
+                    **{k: copy.get(k) for k in ("pid", "pgid", "started", "done")},
+                    "killed_at": kills_by_pid.get(copy.get("pgid", copy.get("pid"))),
+                }
                 for copy in duplicates[entity]
             ]
             for entity in sorted(set(duplicates) - set(explained))[:20]

@@ -66,6 +66,8 @@ def _record(message, started, done, size):
         # Who sent it and when the provider returned: a kill after this and before the send's record
         # is the one place a resend can come from.
         "pid": os.getpid(),
+        # Its process group: a prefork child sends, and a kill of the worker's group names the group (its leader).
+        "pgid": os.getpgid(0),
         "done": done,
         # How many messages the call carried (1 for a single send).
         "call_size": size,

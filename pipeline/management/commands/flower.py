@@ -15,7 +15,12 @@ class Command(BaseCommand):
         parser = self.create_parser(argv[0], argv[1])
         options, flower_args = parser.parse_known_args(argv[2:])
         handle_default_options(options)
-        self.execute(flower_args=flower_args, **{k: v for k, v in vars(options).items() if k != "args"})
+        try:
+            self.execute(flower_args=flower_args, **{k: v for k, v in vars(options).items() if k != "args"})
+        except CommandError as exc:
+            # As BaseCommand.run_from_argv does, which this replaces: one line, not a traceback.
+            self.stderr.write(f"CommandError: {exc}")
+            raise SystemExit(exc.returncode) from None
 
     def handle(self, flower_args=(), **options):
         try:

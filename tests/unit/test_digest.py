@@ -1,0 +1,117 @@
+"""The digest: fold, flush once per key, backpressure, crash recovery, the size trigger and the beat schedule."""
+
+import json
+import textwrap
+
+import pytest
+from django_celery_beat.models import PeriodicTask
+
+from digest import store
+from digest.flush import drain, run_flush
+from pipeline import keys
+from tests.digest_helpers import fold, published
+
+pytestmark = pytest.mark.django_db
+
+
+def test_flush_sends_one_message_per_key_with_its_count(redis_client, settings):
+    for i in range(20):
+        fold(1, entity_id="report", payload={"title": "Quarterly report move", "i": i})
+    fold(1, entity_id="budget")
+    fold(2, entity_id="report")
+    assert run_flush("test") == 3
+    sent = {(m["user_id"], m["entity_id"]): m for m in published(redis_client)}
+    assert {k: m["count"] for k, m in sent.items()} == {(1, "report"): 20, (1, "budget"): 1, (2, "report"): 1}
+    assert sent[(1, "report")]["payload"] == {"title": "Quarterly report move", "i": 19}
+    assert sent[(1, "report")]["first_seen"] <= sent[(1, "report")]["last_seen"]
+    assert redis_client.zcard(keys.pending()) == 0
+    assert store.state()["last_flush_size"] == 3
+    assert run_flush("test") == 0
+
+
+def test_fold_arriving_during_a_flush_lands_in_the_next_digest(redis_client):
+    fold(1, payload={"n": 1})
+    members = store.claim("f1", 10, lease_s=60)
+    fold(1, payload={"n": 2})  # arrives after the claim
+    assert len(members) == 1
+    assert redis_client.zcard(keys.pending()) == 1
+    run_flush("test")  # publishes the new fold; f1 still holds the old one and its lease is live
+    assert [m["payload"] for m in published(redis_client)] == [{"n": 2}]
+
+
+def test_full_queue_keeps_digests_pending_until_there_is_room(redis_client, settings):
+    settings.SLUICE_QUEUES = {"routine": {"capacity": 2}}
+    for entity in "abcd":
+        fold(1, entity_id=entity)
+    redis_client.lpush("routine", "busy-1")
+    assert run_flush("test") == 1
+    assert redis_client.zcard(keys.pending()) == 3
+    assert redis_client.exists(keys.flush_backlog())  # cut short: the drain task finishes it
+    redis_client.delete("routine")
+    assert drain() == 2
+    redis_client.delete("routine")
+    assert drain() == 1
+    assert redis_client.zcard(keys.pending()) == 0
+    assert run_flush("test") == 0
+    assert not redis_client.exists(keys.flush_backlog())
+    assert drain() == 0  # no backlog: the drain only moves the overflow
+
+
+def test_unclaimed_fold_merges_with_one_that_arrived_meanwhile(redis_client):
+    for _ in range(3):
+        fold(1, payload={"old": True})
+    store.claim("f1", 10, lease_s=60)
+    fold(1, payload={"new": True})
+    store.unclaim("f1", keys.fold_member(1, "task.comment", "t1"))
+    run_flush("test")
+    [message] = published(redis_client)
+    assert (message["count"], message["payload"]) == (4, {"new": True})
+
+
+CRASHING_FLUSHER = textwrap.dedent(
+    """
+    import os, signal, django
+    django.setup()
+    from digest import store
+    print(store.claim("crashed", 1000, lease_s=1), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)  # dies between claiming and sending
+    """
+)
+
+
+def test_size_trigger_enqueues_one_flush_at_max_keys(redis_client, settings):
+    settings.SLUICE_DIGEST = {"flush_interval_s": 60, "max_keys": 5}
+    settings.SLUICE_QUEUES = {"routine": {"capacity": 1}}
+    from django.contrib.auth import get_user_model
+
+    from notifications import notify
+
+    user = get_user_model()(pk=1)
+    notify(user, "task.comment", entity_id="fills-the-queue")
+    for i in range(12):
+        notify(user, "task.comment", entity_id=f"t{i}")
+    flushes = [json.loads(m) for m in redis_client.lrange("critical", 0, -1)]
+    assert [m["headers"]["task"] for m in flushes] == ["sluice.digest.flush"]
+    from tests.digest_helpers import published as kwargs_of
+
+    assert kwargs_of(redis_client, "critical")[0] == {"trigger": "size"}
+    from digest.flush import flush
+
+    flush("size")  # the routine queue is still full: nothing goes out, and the trigger stays debounced
+    assert redis_client.exists(keys.size_trigger())
+    assert redis_client.zcard(keys.pending()) == 12
+    redis_client.delete("routine")
+    flush("size")
+    assert redis_client.zcard(keys.pending()) == 11  # room for one message in a queue of capacity 1
+    settings.SLUICE_QUEUES = {"routine": {"capacity": 100}}
+    flush("size")
+    assert redis_client.zcard(keys.pending()) == 0
+    assert not redis_client.exists(keys.size_trigger())
+
+
+@pytest.mark.django_db
+def test_beat_schedule_exists_after_migrate():
+    task = PeriodicTask.objects.get(task="sluice.digest.flush")
+    assert (task.interval.every, task.interval.period, task.enabled) == (60, "seconds", True)
+    assert json.loads(task.kwargs) == {"trigger": "beat"}
+    assert PeriodicTask.objects.get(task="sluice.overflow.drain").interval.every == 5
