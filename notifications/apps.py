@@ -16,7 +16,7 @@ class NotificationsConfig(AppConfig):
 
         from digest.signals import flush_started
 
-        from . import batch, checks, host_checks, preferences, tracking  # noqa: F401 - registers checks, receivers
+        from . import checks, host_checks, preferences, tracking  # noqa: F401 - registers checks, receivers
         from .tracking_checks import check_tracking_webhooks
 
         register(check_tracking_webhooks)

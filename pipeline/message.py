@@ -13,6 +13,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 from functools import lru_cache
+from typing import NamedTuple
 
 from .queues import send_task_name
 from .signals import PUBLISHED_AT
@@ -94,6 +95,40 @@ def send_message(klass, task_id, kwargs_json, queue, kind, count=1, **options):
     """The message of one send task (sluice.send.<class>): every publish of one goes through here (first
     publish, digest, retry, requeue, dead-letter replay), so each carries the same redacted repr."""
     return envelope(send_task_name(klass), task_id, kwargs_json, queue, redacted(kind, count), **options)
+
+
+class SendMessage(NamedTuple):
+    """What a send engine needs of one task message read back from its queue."""
+
+    task: str
+    id: str
+    kwargs: dict
+    retries: int
+    published_at: float | None
+    eta: str | None
+    channels: list | None
+
+
+def read_send_message(raw):
+    """Read back a task message as envelope() writes it (and Celery does); None when it cannot be read."""
+    try:
+        message = json.loads(raw)
+        headers = message["headers"]
+        body = message["body"]
+        if message.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        _args, kwargs, _embed = json.loads(body)
+        return SendMessage(
+            task=headers.get("task"),
+            id=headers.get("id"),
+            kwargs=kwargs,
+            retries=headers.get("retries") or 0,
+            published_at=headers.get(PUBLISHED_AT),
+            eta=headers.get("eta"),
+            channels=headers.get(CHANNELS_HEADER),
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def redacted(kind, count=1):

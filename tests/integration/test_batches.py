@@ -8,7 +8,7 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 from django.core.exceptions import ImproperlyConfigured
 
-from notifications import tasks
+from notifications import engine
 from notifications.channels import locmem
 from notifications.channels.base import BaseChannel, PermanentSendError, TransientSendError
 from pipeline import batch as fetch
@@ -37,7 +37,7 @@ def enqueue(redis_client, count, kind=KIND, queue="background", prefix="n"):
 @pytest.fixture
 def worker_on(redis_client, settings, monkeypatch):
     """Start an in-process worker (threads) on some queues, once the test has queued its messages."""
-    monkeypatch.setattr("notifications.tasks.MAX_BACKOFF_S", 0)
+    monkeypatch.setattr("notifications.endings.MAX_BACKOFF_S", 0)
     locmem.clear()
     scripted.reset()
 
@@ -179,19 +179,19 @@ def test_a_critical_send_passes_the_messages_a_batch_has_not_started(worker_on, 
     channels(settings, "tests.integration.test_batches.SlowChannel", gate={"concurrency": 1, "hold_ms": 300})
     SlowChannel.sent = []
     given_back, critical_started = [], []
-    real_give_back, real_send_once = fetch.BatchConsumer.give_back, tasks.send_once
+    real_give_back, real_admit = fetch.BatchConsumer.give_back, engine.Batch.admit
 
     def spy_give_back(self, messages):
         given_back.append(len(messages))
         return real_give_back(self, messages)
 
-    def spy_send_once(message, **kwargs):
+    def spy_admit(self, index, message):
         if message.klass == "critical" and message.channel == "push":
             critical_started.append(time.monotonic())  # the critical send is at its gate
-        return real_send_once(message, **kwargs)
+        return real_admit(self, index, message)
 
     monkeypatch.setattr(fetch.BatchConsumer, "give_back", spy_give_back)
-    monkeypatch.setattr(tasks, "send_once", spy_send_once)
+    monkeypatch.setattr(engine.Batch, "admit", spy_admit)
     ids = enqueue(redis_client, 20)
     with worker_on(queues=("critical", "background"), concurrency=2):
         wait_for(lambda: len(SlowChannel.sent) >= 3)
@@ -279,7 +279,7 @@ def test_a_batch_takes_no_more_than_its_share_of_the_ceiling_margin(worker_on, s
 def test_a_consumer_that_could_not_end_its_batch_is_retired(redis_client):
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    from notifications.batch import _end_or_retire
+    from notifications.tasks import end_or_retire
 
     current = fetch.consumer()
 
@@ -287,7 +287,7 @@ def test_a_consumer_that_could_not_end_its_batch_is_retired(redis_client):
         raise RedisConnectionError("Redis went away")
 
     with pytest.raises(RedisConnectionError):
-        _end_or_retire(current, end, [])
+        end_or_retire(current, end, [])
     # The next batch of this thread takes under a new identity; the old one's heartbeat lapses, and a reaper
     # puts back what it still holds.
     assert fetch.consumer() is not current
@@ -329,7 +329,7 @@ class BulkProvider(BaseChannel):
 @pytest.mark.django_db
 @pytest.mark.timeout(30)
 def test_bulk_failover_moves_only_the_messages_that_failed(redis_client, settings):
-    from notifications import providers
+    from notifications import failover
     from notifications.channels.base import Message
 
     backend = "tests.integration.test_batches.BulkProvider"
@@ -345,7 +345,7 @@ def test_bulk_failover_moves_only_the_messages_that_failed(redis_client, setting
     }
     BulkProvider.calls = []
     messages = [Message(f"m{i}", "push", KIND, "background", 1, f"e{i}", "s", "b") for i in range(4)]
-    results = providers.send_many(messages, sluice_settings().channels["push"])
+    results = failover.send(messages, sluice_settings().channels["push"], bulk=True)
     assert BulkProvider.calls == [("a", ["m0", "m1", "m2", "m3"]), ("b", ["m1", "m3"])]
     assert results[0] == ("a", "a-m0")
     assert results[1] == ("b", "b-m1")

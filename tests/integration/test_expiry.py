@@ -10,7 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from notifications import expiry, notify
 from notifications.channels.base import Message, TransientSendError
-from notifications.tasks import send_deadline
+from notifications.engine import send_deadline
 from pipeline import deadletters
 from pipeline.celery import app
 from pipeline.conf import sluice_settings

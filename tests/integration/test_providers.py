@@ -5,7 +5,7 @@ import time
 import pytest
 from celery.contrib.testing.worker import start_worker
 
-from notifications import notify, providers
+from notifications import failover, notify
 from notifications.channels.base import Message, PermanentSendError, TransientSendError
 from notifications.models import Delivery
 from pipeline import breaker, deadletters
@@ -68,7 +68,10 @@ def sms(settings, standins, redis_client, clock, db):
             payload={"phone": "+15550100"},
             deadline=time.monotonic() + budget_s,
         )
-        return providers.send(message, sluice_settings().channels["sms"])
+        (result,) = failover.send([message], sluice_settings().channels["sms"])
+        if isinstance(result, BaseException):
+            raise result
+        return result
 
     return send
 

@@ -30,7 +30,7 @@ from tests.waiting import wait_for
 RECORDER = "sluice_tools.bench.provider.SimulatedProvider"
 # One channel per kind: one send is one record, so a record count is a send count.
 KINDS = {name: {**kind, "channels": ["push"]} for name, kind in DEMO_KINDS.items()}
-# Short, so that each kill's redelivery comes within seconds; the send claim follows it (notifications.tasks.claim_ttl).
+# Short, so that each kill's redelivery comes within seconds; the send claim follows it (claims.claim_ttl).
 VISIBILITY_S = 2
 # Two kills of each pool show the property; `manage.py bench kills` runs the long loop (200 kills, docs/reliability.md).
 KILL_TRIALS = 4

@@ -1,14 +1,13 @@
 """What a template receives: the recipient user, loaded only when the template uses it; and sluice.W003 when a kind's
 template exists only under the dotted spelling Sluice does not read."""
 
-from types import SimpleNamespace
-
 import pytest
 
+from notifications.endings import Attempt
+from notifications.engine import messages_of
 from notifications.host_checks import check_template_spelling
 from notifications.kinds import get_kind
 from notifications.render import recipient, render
-from notifications.tasks import prepare
 
 KINDS = {"weekly.summary": {"class": "routine", "channels": ["email"]}}
 
@@ -30,14 +29,19 @@ def templates(settings, tmp_path, locmem_channels):
     return write
 
 
+def attempt(notification_id, user_id, **kwargs):
+    """The send attempt of one weekly.summary event."""
+    event = {"notification_id": notification_id, "kind": "weekly.summary", "user_id": user_id, "entity_id": "e1"}
+    return Attempt("sluice.send.routine", notification_id, {**event, "payload": {}, **kwargs})
+
+
 def test_the_recipient_is_in_the_context_of_an_instant_and_a_digest_message(templates, django_user_model):
     templates("sluice/weekly_summary.txt", "Hi {{ user.first_name }}\n{{ count }} for {{ user.email }}")
     templates("sluice/digest/weekly_summary.txt", "{{ count }} news, {{ user.first_name }}\nbody")
     user = django_user_model.objects.create_user("hana", email="hana@example.com", first_name="Hana")
-    task = SimpleNamespace(request=SimpleNamespace(kwargs={}))
-    _kind, [instant] = prepare(task, "n1", "weekly.summary", user.pk, "e1", {}, channels=["email"])[:2]
+    _kind, [instant] = messages_of(attempt("n1", user.pk, channels=["email"]))
     assert (instant.subject, instant.body) == ("Hi Hana", "1 for hana@example.com")
-    _kind, [digest] = prepare(task, "n2", "weekly.summary", user.pk, "e1", {}, count=4, channels=["email"])[:2]
+    _kind, [digest] = messages_of(attempt("n2", user.pk, count=4, channels=["email"]))
     assert digest.subject == "4 news, Hana"
 
 
