@@ -33,20 +33,16 @@ def esps(settings):
     }
 
 
+def login_code(notification_id, user):
+    """The email of a login code to ``user``, as a worker hands it to the email channel."""
+    return Message(notification_id, "email", "login.code", "critical", user.pk, "e", "", "")
+
+
 @pytest.fixture
 def sent(settings, redis_client, user):
     """A notification that Postmark accepted as pm-1 for ada@example.com, recorded as the worker records it."""
     settings.ANYMAIL = {"WEBHOOK_SECRET": SECRET, "MAILGUN_WEBHOOK_SIGNING_KEY": SIGNING_KEY}
-    message = Message(
-        id="n1",
-        channel="email",
-        kind="login.code",
-        klass="critical",
-        user_id=user.pk,
-        entity_id="e",
-        subject="",
-        body="",
-    )
+    message = login_code("n1", user)
     assert record_sent(message, "postmark", "pm-1", "ada@example.com")
     return message
 
@@ -146,16 +142,7 @@ def test_a_late_delivered_never_undoes_a_bounce(client, sent):
 def test_an_event_that_comes_before_the_workers_record_creates_it_and_keeps_its_status(client, settings, user):
     settings.ANYMAIL = {"WEBHOOK_SECRET": SECRET}
     assert postmark(client, {**DELIVERY, "Metadata": {**METADATA, "sluice_id": "n2"}}).status_code == 200
-    message = Message(
-        id="n2",
-        channel="email",
-        kind="login.code",
-        klass="critical",
-        user_id=user.pk,
-        entity_id="e",
-        subject="",
-        body="",
-    )
+    message = login_code("n2", user)
     assert record_sent(message, "postmark", "pm-1", "ada@example.com")
     row = Delivery.objects.get(notification_id="n2")
     assert (row.status, row.provider, row.user_id, row.kind) == ("delivered", "postmark", user.pk, "login.code")
