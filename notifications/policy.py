@@ -9,6 +9,7 @@ is decided in one Redis round trip (digest/lua/admit_event.lua), from the prefer
 import logging
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kombu.exceptions import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -63,8 +64,9 @@ def event_message(event, queue_name, channels_header):
     )
 
 
+@lru_cache(maxsize=64)
 def default_plan(kind):
-    """What admission does for a user who chose nothing (admission_wire.encode_plan)."""
+    """What admission does for a user who chose nothing (admission_wire.encode_plan); cached: the hot path."""
     instant = kind.default_mode == "instant"
     return wire.encode_plan(kind.channels if instant else (), () if instant else kind.channels, False)
 
