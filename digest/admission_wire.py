@@ -17,8 +17,8 @@ Four formats cross the boundary, and each has one owner on each side: this modul
 """
 
 import json
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from pipeline.metrics import FOLD_GRAINS, FOLD_REASONS, OUTCOMES, fold_field, fold_grain_field, notifications_field
 
@@ -121,9 +121,8 @@ def decode_constants(raw):
     return json.loads(raw)
 
 
-@dataclass(frozen=True)
-class Admission:
-    """What admission did with one event: the reply, decoded."""
+class Admission(NamedTuple):
+    """What admission did with one event: the reply, decoded (a tuple: the hot path builds one per event)."""
 
     outcome: str | None  # None: nothing went out yet (a handover)
     flush: bool = False
