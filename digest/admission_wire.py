@@ -7,7 +7,7 @@ Four formats cross the boundary, and each has one owner on each side: this modul
   ``FOLD_KEYS``/``FOLD_ARGS`` for the second round trip); the lists themselves travel in the layout
   argument, so the Lua reads ``k.counters`` or ``a.payload``, never a position.
 - **The kind's constants.** One JSON object per kind (``kind_constants``, cached: the hot path encodes
-  nothing), holding the class's bound, the digest's bounds, the throttle, the counter fields (from
+  nothing), holding the class's bound, the digest's bounds, the throttle, the counter fields' prefixes (from
   ``pipeline.metrics``) and the mirror's field names.
 - **The reply.** One JSON object, one shape: ``outcome`` (a name, below), ``flush``,
   ``instant``, ``reason``, ``grain``; ``message`` (the message with its channels filled in) when the
@@ -20,7 +20,7 @@ import json
 from functools import lru_cache
 from typing import NamedTuple
 
-from pipeline.metrics import FOLD_GRAINS, FOLD_REASONS, OUTCOMES, fold_field, fold_grain_field, notifications_field
+from pipeline.metrics import fold_field, fold_grain_field, notifications_field
 
 # The outcomes the reply names. The first five are an event's Outcome; the rest are what the face acts on:
 # full (critical: wait for room), ceiling (the queue's hard ceiling), overflow_full and store_full (rejected).
@@ -108,9 +108,11 @@ def kind_constants(kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes, e
             "channels": ",".join(kind.channels),
             "elsewhere": bool(elsewhere),
             "mirror": {"plan": plan_field(kind.name), "quiet": QUIET_FIELD, "cadence": CADENCE_FIELD},
-            "counters": {outcome: notifications_field(klass, outcome) for outcome in OUTCOMES},
-            "folds": {reason: fold_field(klass, reason) for reason in FOLD_REASONS},
-            "grains": {grain: fold_grain_field(klass, grain) for grain in FOLD_GRAINS},
+            # Counter fields less their last label (an outcome, a reason, a grain: names the Lua already speaks),
+            # from pipeline.metrics; whole names would triple what every call sends.
+            "counter_prefix": notifications_field(klass, ""),
+            "fold_prefix": fold_field(klass, ""),
+            "grain_prefix": fold_grain_field(klass, ""),
         },
         separators=(",", ":"),
     ).encode()

@@ -11,7 +11,7 @@
 --           fold_entity, fold_kind, fold_user (the fold hashes of the three grains); then the queue's list and
 --           its priority sub-lists (its depth). pending, size, trigger and the fold hashes are a placeholder,
 --           never touched, when the folds live on another Redis (c.elsewhere).
--- ARGV      layout (the KEYS and ARGV names); constants (the kind's: bounds, plan, counter fields, the mirror's
+-- ARGV      layout (the KEYS and ARGV names); constants (the kind's: bounds, plan, counter fields' prefixes, the mirror's
 --           fields); message (with c.placeholder where the channels header goes); payload (JSON);
 --           member_entity, member_kind, member_user (the pending members of the three grains); entity;
 --           notification (the throttle log's member)
@@ -45,7 +45,7 @@ if not instant then
 end
 local instant_text = table.concat(instant, ',')
 if #instant == 0 and #digest == 0 then
-  redis.call('HINCRBY', k.counters, c.counters.suppressed, 1)
+  redis.call('HINCRBY', k.counters, c.counter_prefix .. 'suppressed', 1)
   return encode_reply({outcome = 'suppressed', reason = 'off'})
 end
 
@@ -101,17 +101,17 @@ if #instant > 0 then
     end
     if d < c.capacity then
       redis.call('LPUSH', KEYS[queue_keys], filled())
-      redis.call('HINCRBY', k.counters, c.counters.accepted, 1)
+      redis.call('HINCRBY', k.counters, c.counter_prefix .. 'accepted', 1)
       outcome = 'accepted'
     elseif klass == 'critical' then
       return encode_reply({outcome = 'full', instant = instant_text, message = filled()})
     elseif klass == 'routine' and strict then
       if redis.call('LLEN', k.overflow) >= c.overflow_capacity then
-        redis.call('HINCRBY', k.counters, c.counters.rejected, 1)
+        redis.call('HINCRBY', k.counters, c.counter_prefix .. 'rejected', 1)
         return encode_reply({outcome = 'overflow_full', instant = instant_text})
       end
       redis.call('RPUSH', k.overflow, filled())
-      redis.call('HINCRBY', k.counters, c.counters.deferred, 1)
+      redis.call('HINCRBY', k.counters, c.counter_prefix .. 'deferred', 1)
       outcome = 'deferred'
     else
       hold = 'overflow'

@@ -13,6 +13,7 @@ from digest.admission import admit_event
 from notifications.policy import Event, default_plan, event_message
 from pipeline.conf import Throttle, sluice_settings
 from pipeline.message import CHANNELS_HEADER
+from pipeline.metrics import fold_field, fold_grain_field, notifications_field
 
 LUA = Path(wire.__file__).with_name("lua")
 WIRE_LUA = (LUA / "include" / "wire.lua").read_text()
@@ -57,8 +58,9 @@ def test_a_throttled_kinds_constants_carry_its_throttle(redis_client):
     args = named(wire.ADMIT_ARGS, layout=wire.ADMIT_LAYOUT, constants=raw)
     back = wire.decode_constants(run(redis_client, "return cjson.encode((read_request(KEYS, ARGV)))", args=args))
     assert (back["throttle_max"], back["throttle_s"]) == (3, 60)
-    assert back["counters"]["accepted"] == "notifications:routine:accepted"
-    assert back["folds"]["quiet"] == "folds:routine:quiet"
+    assert back["counter_prefix"] + "accepted" == notifications_field("routine", "accepted")
+    assert back["fold_prefix"] + "quiet" == fold_field("routine", "quiet")
+    assert back["grain_prefix"] + "user" == fold_grain_field("routine", "user")
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 -- The fold itself, shared by admit_event.lua (a class that keeps its folds on its own Redis) and fold_handed.lua
 -- (on the digest's Redis, SLUICE_DIGEST["redis_url"]). Defines one function, taking all it reads as parameters:
 --   fold_store(c, k, a, now) -> finish(outcome, instant, instant_text, hold, due, digest, digest_due)
---     c    the kind's constants (include/wire.lua read_request): class, kind, the bounds, the counter fields
+--     c    the kind's constants (include/wire.lua read_request): class, kind, the bounds, the counter fields' prefixes
 --     k    KEYS by name: counters, pending, size, trigger, fold_entity, fold_kind, fold_user
 --     a    ARGV by name: payload, entity, member_entity, member_kind, member_user
 --     now  Redis's clock, in seconds
@@ -79,8 +79,8 @@ local function fold_store(c, k, a, now)
     else
       redis.call('ZADD', k.pending, due, member)
     end
-    redis.call('HINCRBY', k.counters, c.folds[reason], 1)
-    redis.call('HINCRBY', k.counters, c.grains[grains[g]], 1)
+    redis.call('HINCRBY', k.counters, c.fold_prefix .. reason, 1)
+    redis.call('HINCRBY', k.counters, c.grain_prefix .. grains[g], 1)
     if redis.call('ZCOUNT', k.pending, '-inf', now) >= c.trigger_keys and
        redis.call('SET', k.trigger, now, 'NX', 'EX', c.trigger_ttl_s) then
       flush = 1
@@ -97,7 +97,7 @@ local function fold_store(c, k, a, now)
     if hold ~= '' then
       local g = fold(instant, hold, due)
       if not g then
-        redis.call('HINCRBY', k.counters, c.counters.rejected, 1)
+        redis.call('HINCRBY', k.counters, c.counter_prefix .. 'rejected', 1)
         return {outcome = 'store_full', instant = instant_text, reason = hold}
       end
       outcome, reason, grain = folded, hold, grains[g]
@@ -105,18 +105,18 @@ local function fold_store(c, k, a, now)
     if #digest > 0 then
       local g = fold(digest, 'preference', digest_due)
       if not g and not outcome then
-        redis.call('HINCRBY', k.counters, c.counters.rejected, 1)
+        redis.call('HINCRBY', k.counters, c.counter_prefix .. 'rejected', 1)
         return {outcome = 'store_full', reason = 'preference'}
       end
       if not g then
         -- The instant part went out; the digest part found the store full: counted, never silent.
-        redis.call('HINCRBY', k.counters, c.folds.refused, 1)
+        redis.call('HINCRBY', k.counters, c.fold_prefix .. 'refused', 1)
       elseif not outcome then
         outcome, reason, grain = folded, 'preference', grains[g]
       end
     end
     if outcome == 'folded' or outcome == 'collapsed' then
-      redis.call('HINCRBY', k.counters, c.counters[outcome], 1)
+      redis.call('HINCRBY', k.counters, c.counter_prefix .. outcome, 1)
     end
     return {outcome = outcome, flush = flush, instant = instant_text, reason = reason, grain = grain}
   end
