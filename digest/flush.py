@@ -84,7 +84,7 @@ def _stores():
 
 
 def enqueue_size_flush():
-    """Ask for a flush now: the pending keys reached SLUICE_DIGEST['max_keys'] (fold.lua set the flag)."""
+    """Ask for a flush now: the pending keys reached SLUICE_DIGEST['max_keys'] (admission set the flag)."""
     flush.apply_async(kwargs={"trigger": "size"})
 
 
@@ -172,7 +172,7 @@ def _publish(flush_id, members, full, client, classes):
             continue
         queue = conf.queues[klass]
         message = _message(flush_id, fold, klass, queue.name, kind.channels if kind else ())
-        counter = f"digest:{klass}:published"
+        counter = metrics.digest_published_field(klass)
         if folds_elsewhere(klass):
             target = handed_to.setdefault(klass, class_redis(klass))
             try:

@@ -1,19 +1,17 @@
-"""The folding store in Redis: claim pending folds for a flush, publish or give them back, recover dead claims."""
+"""The folding store in Redis: claim pending folds for a flush, publish or give them back, recover dead claims.
+
+Admission folds events into it (digest.admission); this module reads and ends the folds.
+"""
 
 import hashlib
 import json
 import logging
 import time
-from contextlib import suppress
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
-from redis.exceptions import RedisError
-
 from pipeline import keys
-from pipeline.metrics import fold_field
-from pipeline.store import Scripts, class_redis, fold_store_url, folds_elsewhere, get_redis
+from pipeline.store import Scripts, fold_store_url, get_redis
 
 logger = logging.getLogger("sluice.digest")
 
@@ -31,135 +29,12 @@ def default_store():
 #: The fold store's own Lua, in digest/lua.
 script = Scripts(Path(__file__).with_name("lua"))
 
-SIZE_TRIGGER_TTL_S = 5
-# admit.lua's outcomes.
-ACCEPTED, FOLDED, COLLAPSED, DEFERRED, SUPPRESSED = 1, 2, 3, 4, 5
-FULL, CEILING, OVERFLOW_FULL, STORE_FULL = 0, -1, -2, -3
-# admit.lua's hand-over: fold this on the digest's own Redis (fold.lua).
-ELSEWHERE = "6"
-CHANNELS = "@SLUICE_CHANNELS@"
 GRAINS = ("entity", "kind", "user")
-
-
-@dataclass(frozen=True)
-class Admission:
-    """What admit.lua did with one event."""
-
-    outcome: int
-    flush: bool
-    instant_channels: tuple
-    reason: str
-    grain: str
 
 
 def members(user_id, kind, entity_id, klass):
     """The pending members of the three grains: user|kind|entity, user|kind, and the user (per class)."""
     return keys.fold_members(user_id, kind, entity_id, klass)
-
-
-def admit(event, queue, message, plan, digest, notification_id, client=None):
-    """Run admit.lua for ``event`` (a policy.Event) on its class's Redis (or ``client``): preferences, holds, the
-    queue's bound, the fold store's. A class whose folds live on its own Redis decides in one round trip; with
-    SLUICE_DIGEST["redis_url"] elsewhere, an event to fold takes a second, fold.lua on that Redis.
-
-    ``plan`` is the kind's default plan ("instant|digest|strict"); ``message`` carries CHANNELS (quoted) where
-    the instant channels go; ``digest`` is the resolved SLUICE_DIGEST.
-    """
-    kind = event.kind
-    elsewhere = client is None and folds_elsewhere(kind.klass)
-    grains = members(event.user_id, kind.name, event.entity_id, kind.klass)
-    constants = _constants(
-        kind, queue, plan, digest["max_keys"], digest["max_fold_keys"], digest["max_fold_bytes"], elsewhere
-    )
-    reply = script("admit")(
-        keys=[
-            *_constant_keys(kind.klass, elsewhere),
-            keys.preferences(event.user_id),
-            keys.throttle(event.user_id, kind.name) if kind.throttle else keys.UNTHROTTLED,
-            # Folded elsewhere: the class's Redis is never even handed a fold's key.
-            *((keys.ELSEWHERE,) * 3 if elsewhere else (keys.fold(member) for member in grains)),
-            *_queue_keys(queue.name),
-        ],
-        args=[constants, message, event.payload_json, *grains, event.entity_id, notification_id],
-        client=client or class_redis(kind.klass),
-    )
-    fields = reply.decode().split("|")
-    if fields[0] == ELSEWHERE:
-        return _fold_elsewhere(event, constants, grains, fields[1:])
-    return _admission(fields)
-
-
-def _admission(fields):
-    outcome, flush, channels, reason, grain = fields
-    return Admission(int(outcome), flush == "1", tuple(filter(None, channels.split(","))), reason, grain)
-
-
-def _fold_elsewhere(event, constants, grains, handed):
-    """The second round trip: fold what admit.lua handed over on the digest's Redis (fold.lua)."""
-    klass = event.kind.klass
-    so_far, instant = handed[0], handed[1]
-    try:
-        reply = script("fold", on=fold_redis(klass))(
-            keys=[
-                keys.counters(),
-                keys.pending(),
-                keys.fold_store_size(),
-                keys.size_trigger(),
-                *(keys.fold(member) for member in grains),
-            ],
-            args=[constants, event.payload_json, *grains, event.entity_id, *handed],
-        )
-    except RedisError as exc:
-        if so_far == "0":
-            # Nothing went out: the caller is told the Redis that failed (Unavailable) and sends again.
-            exc.sluice_redis_url = fold_store_url(klass)
-            raise
-        # The instant part is queued already; only its digest channels' copy is missed, counted as a fold the
-        # store refused (as when the store is full), never silently.
-        logger.warning("digest: the fold store's Redis failed (%s); one event's digest part is counted refused", exc)
-        with suppress(RedisError):
-            class_redis(klass).hincrby(keys.counters(), fold_field(klass, "refused"), 1)
-        return Admission(int(so_far), False, tuple(filter(None, instant.split(","))), "", "")
-    return _admission(reply.decode().split("|"))
-
-
-@lru_cache(maxsize=64)
-def _constants(kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes, elsewhere=False):
-    """One kind's constant arguments of admit.lua, as one string: one argument to encode instead of fifteen."""
-    throttle = kind.throttle
-    return ";".join(
-        str(value)
-        for value in (
-            kind.klass,
-            kind.name,
-            queue.capacity,
-            queue.ceiling,
-            plan,
-            int(kind.mandatory),
-            throttle.max if throttle else 0,
-            throttle.per_s if throttle else 0,
-            max_keys,
-            queue.overflow,
-            max_fold_keys,
-            max_fold_bytes,
-            SIZE_TRIGGER_TTL_S,
-            f'"{CHANNELS}"',
-            ",".join(kind.channels),
-            int(elsewhere),
-        )
-    ).encode()
-
-
-@lru_cache(maxsize=8)
-def _constant_keys(klass, elsewhere):
-    if elsewhere:
-        return keys.counters(), keys.ELSEWHERE, keys.ELSEWHERE, keys.overflow(klass), keys.ELSEWHERE
-    return keys.counters(), keys.pending(), keys.fold_store_size(), keys.overflow(klass), keys.size_trigger()
-
-
-@lru_cache(maxsize=16)
-def _queue_keys(queue_name):
-    return tuple(keys.priority_lists(queue_name))
 
 
 @dataclass(frozen=True)
@@ -189,7 +64,7 @@ def claim(flush_id, limit, lease_s, client=None):
     client = client or default_store()
     claimed = script("claim", on=client)(
         keys=[keys.pending(), keys.claims(), keys.claim_set(flush_id)],
-        args=[keys.DIGEST_PREFIX, flush_id, time.time() + lease_s, limit],
+        args=[keys.fold(""), flush_id, time.time() + lease_s, limit, keys.claimed(flush_id, "")],
     )
     return [m.decode() for m in claimed]
 

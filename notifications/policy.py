@@ -3,22 +3,23 @@
 What the user chose comes first (a channel off, the digest, quiet hours, a cadence, a throttle), then the
 class: critical waits up to wait_ms for room, then raises Rejected; routine folds into the digest (or, for a
 user who chose instant delivery, waits in the overflow); background collapses to its latest state. All of it
-is decided in one Redis round trip (digest/lua/admit.lua), from the preferences mirrored into Redis.
+is decided in one Redis round trip (digest/lua/admit_event.lua), from the preferences mirrored into Redis.
 """
 
-import json
 import logging
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kombu.exceptions import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from digest import store
+from digest import admission_wire as wire
+from digest.admission import admit_event
 from digest.flush import enqueue_size_flush
-from pipeline.admission import PUSHED, count_rejection, opens_burst, push
+from pipeline.bounded_push import PUSHED, count_rejection, opens_burst, push
 from pipeline.conf import Kind, sluice_settings
 from pipeline.depth import depth, drain_rate
 from pipeline.message import event_kwargs_json, send_message
@@ -63,17 +64,18 @@ def event_message(event, queue_name, channels_header):
     )
 
 
+@lru_cache(maxsize=64)
 def default_plan(kind):
-    """What admission does for a user who chose nothing: "instant channels|digest channels|strict"."""
-    channels = ",".join(kind.channels)
-    return f"{channels}||0" if kind.default_mode == "instant" else f"|{channels}|0"
+    """What admission does for a user who chose nothing (admission_wire.encode_plan); cached: the hot path."""
+    instant = kind.default_mode == "instant"
+    return wire.encode_plan(kind.channels if instant else (), () if instant else kind.channels, False)
 
 
 def publish_event(event):
     """Admit ``event``; return its Outcome, or raise Rejected or Unavailable."""
     queue = sluice_settings().queues[event.kind.klass]
     try:
-        return admit(event, queue)
+        return decide(event, queue)
     except OutOfMemoryError as exc:
         # Redis at its maxmemory under noeviction: full, not broken; the caller retries later (ingest: 503).
         raise Unavailable(f"Redis at {_where(event.kind.klass, exc)} is out of memory; retry later") from exc
@@ -96,35 +98,31 @@ def _where(klass, exc):
 
 
 OUTCOMES = {
-    store.ACCEPTED: Outcome.ACCEPTED,
-    store.FOLDED: Outcome.FOLDED,
-    store.COLLAPSED: Outcome.COLLAPSED,
-    store.DEFERRED: Outcome.DEFERRED,
-    store.SUPPRESSED: Outcome.SUPPRESSED,
+    wire.ACCEPTED: Outcome.ACCEPTED,
+    wire.FOLDED: Outcome.FOLDED,
+    wire.COLLAPSED: Outcome.COLLAPSED,
+    wire.DEFERRED: Outcome.DEFERRED,
+    wire.SUPPRESSED: Outcome.SUPPRESSED,
 }
 
 
-def admit(event, queue):
-    """Admit one validated event (digest/lua/admit.lua: one round trip, two when it folds on the digest's own
-    Redis); return its Outcome or raise Rejected."""
+def decide(event, queue):
+    """Decide one validated event's fate by its user's choices and its class (digest/lua/admit_event.lua: one
+    round trip, two when it folds on the digest's own Redis); return its Outcome or raise Rejected."""
     conf = sluice_settings()
-    message = event_message(event, queue.name, f'"{store.CHANNELS}"')
-    done = store.admit(event, queue, message, default_plan(event.kind), conf.digest, event.notification_id)
+    message = event_message(event, queue.name, wire.CHANNELS_PLACEHOLDER)
+    done = admit_event(event, queue, message, default_plan(event.kind), conf.digest, event.notification_id)
     if done.flush:
         enqueue_size_flush()
     if done.outcome in OUTCOMES:
         return OUTCOMES[done.outcome]
-    if done.outcome == store.CEILING:
+    if done.outcome == wire.CEILING:
         raise QueueCeilingReached(f"queue {queue.name!r} is at its hard ceiling of {queue.ceiling} messages")
-    if done.outcome == store.FULL:
-        header = (
-            json.dumps(list(done.instant_channels))
-            if set(done.instant_channels) != set(event.kind.channels)
-            else "null"
-        )
-        return _wait_for_room(event, queue, message.replace(f'"{store.CHANNELS}"', header, 1))
+    if done.outcome == wire.FULL:
+        # The reply carries the message with its channels filled in: only the Lua fills them.
+        return _wait_for_room(event, queue, done.message)
     klass = event.kind.klass
-    if done.outcome == store.OVERFLOW_FULL:
+    if done.outcome == wire.OVERFLOW_FULL:
         if opens_burst(klass, "overflow", BURST_WINDOW_S):
             logger.error(
                 "%s overflow for users who chose instant delivery is full: rejecting; later rejections in this burst "

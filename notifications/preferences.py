@@ -1,7 +1,7 @@
 """Users' preferences: the API a host's settings page calls, which choice wins, and their mirror in Redis.
 
 Admission never queries the database: each user's choices are mirrored into one Redis hash (pipeline.keys.
-preferences), which digest/lua/admit.lua reads in the same round trip. A save writes the user's hash once its
+preferences), which digest/lua/admit_event.lua reads in the same round trip. A save writes the user's hash once its
 transaction commits; every hour a flush rebuilds the whole mirror from the database, which heals drift and
 moves the mirrored quiet hours and cadence ticks forward.
 """
@@ -20,6 +20,7 @@ from django.dispatch import receiver
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from digest import admission_wire as wire
 from pipeline import keys
 from pipeline.conf import sluice_settings
 from pipeline.store import classes_by_redis, get_redis
@@ -70,11 +71,6 @@ def resolve(kind, rows):
     return tuple(instant), tuple(digest), strict
 
 
-def encode(instant, digest, strict):
-    """A plan as admit.lua reads it: "instant channels|digest channels|strict"."""
-    return f"{','.join(instant)}|{','.join(digest)}|{int(strict)}"
-
-
 def _seconds(value):
     return value.hour * 3600 + value.minute * 60 + value.second
 
@@ -85,18 +81,20 @@ def mirror_fields(rows, settings_row, now):
     fields = {}
     if rows:
         for kind in sluice_settings().kinds.values():
-            fields[f"k:{kind.name}"] = encode(*resolve(kind, rows))
+            fields[wire.plan_field(kind.name)] = wire.encode_plan(*resolve(kind, rows))
     if settings_row is not None:
         zone, since, until = settings_row.timezone, now - 3600, now + HORIZON_S
         if settings_row.quiet_start is not None and settings_row.quiet_end is not None:
             windows = quiet_intervals(
                 zone, _seconds(settings_row.quiet_start), _seconds(settings_row.quiet_end), since, until
             )
-            fields["q"] = ",".join(f"{start}-{end}" for start, end in windows)
+            fields[wire.QUIET_FIELD] = ",".join(f"{start}-{end}" for start, end in windows)
         if settings_row.cadence == "hourly":
-            fields["c"] = ",".join(str(t) for t in hourly_ticks(zone, now, until))
+            fields[wire.CADENCE_FIELD] = ",".join(str(t) for t in hourly_ticks(zone, now, until))
         elif settings_row.cadence == "daily":
-            fields["c"] = ",".join(str(t) for t in daily_ticks(zone, _seconds(settings_row.digest_at), now, until))
+            fields[wire.CADENCE_FIELD] = ",".join(
+                str(t) for t in daily_ticks(zone, _seconds(settings_row.digest_at), now, until)
+            )
     return {name: value for name, value in fields.items() if value}
 
 

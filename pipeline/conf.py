@@ -366,7 +366,7 @@ def _throttle(raw, klass, setting):
 
 # The fold store's default bound: ten times what the bulk queues hold, in keys, and a KiB a key in payload
 # bytes (2048 + 2048 capacities: 40,960 keys, 40 MiB). Past half of it new folds coarsen (user|kind), past
-# 80% they fold per user; only a full store refuses (digest/lua/admit.lua).
+# 80% they fold per user; only a full store refuses (digest/lua/admit_event.lua).
 FOLD_KEYS_PER_QUEUED_MESSAGE = 10
 FOLD_BYTES_PER_KEY = 1024
 

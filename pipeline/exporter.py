@@ -32,6 +32,7 @@ from .metrics import (
     fold_field,
     fold_grain_field,
     last_flush_field,
+    notifications_field,
     read_counters,
 )
 from .store import fold_store_classes, get_redis, shared_redis
@@ -116,7 +117,7 @@ class SluiceCollector:
         )
         for klass in CLASSES:
             for outcome in OUTCOMES:
-                notifications.add_metric([klass, outcome], counters.get(f"notifications:{klass}:{outcome}", 0))
+                notifications.add_metric([klass, outcome], counters.get(notifications_field(klass, outcome), 0))
         yield notifications
         sent = CounterMetricFamily(
             "sluice_sent", "Sends by channel, class and status", labels=["channel", "class", "status"]

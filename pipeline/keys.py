@@ -57,7 +57,8 @@ def _cached_part(value):
 
 
 def fold(member):
-    """Hash of one fold: n (count), p (latest payload), f and l (first and last seen)."""
+    """Hash of one fold: n (count), p (latest payload), f and l (first and last seen). claim.lua is handed
+    ``fold("")`` and adds the member."""
     return f"{PREFIX}:digest:fold:{member}"
 
 
@@ -125,7 +126,7 @@ DIGEST_PREFIX = f"{PREFIX}:digest:"
 
 
 def claimed(flush_id, member):
-    """A fold hash while a flush holds it (claim.lua builds the same name)."""
+    """A fold hash while a flush holds it (claim.lua is handed ``claimed(flush_id, "")`` and adds the member)."""
     return f"{DIGEST_PREFIX}claimed:{flush_id}:{member}"
 
 
@@ -187,9 +188,15 @@ def fetch_consumers():
     return f"{PREFIX}:fetch:consumers"
 
 
+# A consumer's fetch keys are its prefix, fetch_prefix() + consumer, and one of these suffixes. fetch_reap.lua is
+# handed them (FETCH_SUFFIXES, in that order), because it derives the keys of consumers only it finds.
+FETCH_ALIVE, FETCH_PROCESSING, FETCH_SOURCES, FETCH_TAGS = ":alive", ":processing:", ":sources", ":tags"
+FETCH_SUFFIXES = (FETCH_ALIVE, FETCH_PROCESSING, FETCH_SOURCES, FETCH_TAGS)
+
+
 def fetch_alive(consumer):
     """A consumer's heartbeat: present (with a TTL of fetch_dead_after_s) while the consumer is alive."""
-    return f"{fetch_prefix()}{consumer}:alive"
+    return f"{fetch_prefix()}{consumer}{FETCH_ALIVE}"
 
 
 def fetch_reaper_lock():
@@ -198,23 +205,28 @@ def fetch_reaper_lock():
 
 
 def fetch_prefix():
-    """Prefix of a consumer's fetch keys; fetch.lua and reap.lua derive the rest (pipeline.transport)."""
+    """Prefix of a consumer's fetch keys; fetch_reap.lua derives the rest from it and FETCH_SUFFIXES."""
     return f"{PREFIX}:fetch:"
 
 
 def fetch_processing(consumer, source):
     """A consumer's processing list for one source list: messages moved out of the queue, not yet recorded."""
-    return f"{fetch_prefix()}{consumer}:processing:{source}"
+    return f"{fetch_prefix()}{consumer}{FETCH_PROCESSING}{source}"
 
 
 def fetch_sources(consumer):
     """Set of the source lists a consumer fetches from (so a reaper finds its processing lists)."""
-    return f"{fetch_prefix()}{consumer}:sources"
+    return f"{fetch_prefix()}{consumer}{FETCH_SOURCES}"
 
 
 def fetch_tags(consumer):
     """Set of the delivery tags a consumer holds in kombu's unacked hash (so a reaper restores them at once)."""
-    return f"{fetch_prefix()}{consumer}:tags"
+    return f"{fetch_prefix()}{consumer}{FETCH_TAGS}"
+
+
+def bench(*parts):
+    """A key of the benchmarks' own (sluice_tools): their recorded sends, paced providers, held-back queues."""
+    return ":".join((PREFIX, "bench", *parts))
 
 
 def breaker(channel, provider):

@@ -50,6 +50,11 @@ def duration_fields(channel, klass, seconds):
     return f"{base}:le:{le}", f"{base}:sum", f"{base}:count"
 
 
+def digest_published_field(klass):
+    """Digest messages of a class that flushes published: with accepted events, what arrived at its queue."""
+    return f"digest:{klass}:published"
+
+
 def processed_field(klass):
     """Messages of a class that workers finished, the base of throughput and drain time."""
     return f"processed:{klass}"

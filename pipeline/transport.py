@@ -257,7 +257,13 @@ class Channel(redis.Channel):
     def _reap(self, client, scripts, consumer):
         reaped = scripts["fetch_reap"](
             keys=[keys.fetch_consumers(), keys.fetch_reaper_lock()],
-            args=[keys.fetch_prefix(), REAP_LIMIT, consumer, int(self.fetch_dead_after_s * 1000 / 4)],
+            args=[
+                keys.fetch_prefix(),
+                REAP_LIMIT,
+                consumer,
+                int(self.fetch_dead_after_s * 1000 / 4),
+                *keys.FETCH_SUFFIXES,
+            ],
         )
         for dead, moved, tags in reaped:
             for tag in tags:

@@ -8,7 +8,7 @@ from . import keys
 from .conf import CLASSES, sluice_settings
 from .depth import queue_redis, snapshot
 from .latency import oldest_ages
-from .metrics import processed_field, read_counters
+from .metrics import digest_published_field, notifications_field, processed_field, read_counters
 from .store import classes_by_redis
 
 
@@ -35,7 +35,7 @@ RETAIN_S = 3600
 
 def arrived(counters, klass):
     """Messages admitted to the class queue so far: accepted events and published digest messages."""
-    return counters.get(f"notifications:{klass}:accepted", 0) + counters.get(f"digest:{klass}:published", 0)
+    return counters.get(notifications_field(klass, "accepted"), 0) + counters.get(digest_published_field(klass), 0)
 
 
 def send_seconds(counters, klass):

@@ -89,5 +89,5 @@ def measure(digest_url, calls, rounds, progress):
 def _clean(*clients):
     for client in clients:
         client.delete("routine", keys.pending(), keys.fold_store_size())
-        for key in client.scan_iter(match=f"{keys.DIGEST_PREFIX}fold:*", count=1000):
+        for key in client.scan_iter(match=keys.fold("*"), count=1000):
             client.delete(key)

@@ -43,12 +43,12 @@ def hold(client, klass, tag):
     """Park the class queue's lists under ``tag`` so no worker takes them yet."""
     for name in lists(klass):
         if client.exists(name):
-            client.rename(name, f"sluice:bench:hold:{tag}:{name}")
+            client.rename(name, keys.bench("hold", tag, name))
 
 
 def release(client, klass, tag):
     for name in lists(klass):
-        held = f"sluice:bench:hold:{tag}:{name}"
+        held = keys.bench("hold", tag, name)
         if client.exists(held):
             client.rename(held, name)
 

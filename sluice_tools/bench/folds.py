@@ -25,8 +25,8 @@ from digest.flush import run_flush
 from notifications import Rejected, Unavailable, notify
 from notifications.models import IngestToken
 from pipeline import keys
-from pipeline.conf import sluice_settings
-from pipeline.metrics import read_counters
+from pipeline.conf import CLASSES, sluice_settings
+from pipeline.metrics import fold_grain_field, read_counters
 from pipeline.store import get_redis
 
 KINDS = ("task.comment", "task.due_changed", "task.assigned", "board.updated")
@@ -94,7 +94,7 @@ def run(redis_url, events, users, stdout, max_fold_bytes=None):
         "seconds": round(seconds, 1),
         "outcomes": dict(outcomes),
         "by_grain": {
-            grain: int(sum(v for k, v in counters.items() if k.startswith("foldgrain:") and k.endswith(f":{grain}")))
+            grain: sum(counters.get(fold_grain_field(klass, grain), 0) for klass in CLASSES)
             for grain in ("entity", "kind", "user")
         },
         "refused": outcomes["rejected"],

@@ -8,11 +8,12 @@ import time
 from pathlib import Path
 
 from notifications.channels.base import BaseChannel
+from pipeline import keys
 from pipeline.store import Scripts, get_redis
 
 script = Scripts(Path(__file__).resolve().parent.parent / "lua")
 
-SENT_KEY = "sluice:bench:sent"
+SENT_KEY = keys.bench("sent")
 
 
 class SimulatedProvider(BaseChannel):
@@ -39,7 +40,7 @@ class SimulatedProvider(BaseChannel):
         client = get_redis()
         rate = self.options.get("rate_per_s")
         if rate:
-            wait_ms = script("provider_pace")(keys=[f"sluice:bench:provider:{self.name}"], args=[1000 / rate])
+            wait_ms = script("provider_pace")(keys=[keys.bench("provider", self.name)], args=[1000 / rate])
             time.sleep(wait_ms / 1000)
         started = time.time()
         cost = self.options.get("latency_ms", 0) + self.options.get("per_message_ms", 0) * len(messages)

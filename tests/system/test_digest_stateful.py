@@ -96,8 +96,8 @@ class FoldAndFlush(RuleBasedStateMachine):
     def the_store_knows_its_own_size(self):
         # The bound is only as good as this count: every fold hash, pending or claimed, and its payload bytes.
         hashes = [
-            *self.client.scan_iter(f"{keys.DIGEST_PREFIX}fold:*"),
-            *self.client.scan_iter(f"{keys.DIGEST_PREFIX}claimed:*"),
+            *self.client.scan_iter(keys.fold("*")),
+            *self.client.scan_iter(keys.claimed("*", "*")),
         ]
         pipe = self.client.pipeline(transaction=False)
         for key in hashes:

@@ -1,4 +1,4 @@
--- Bounded admission: count the queue's depth and push, in one atomic step.
+-- The bounded push (pipeline/bounded_push.py): count the queue's depth and push, in one atomic step.
 -- KEYS[1]   the counters hash
 -- KEYS[2]   the queue's list (pushed to)
 -- KEYS[3..] its priority sub-lists (counted in the depth)
@@ -8,6 +8,7 @@
 -- ARGV[4]   the counter field to increment when the message is admitted
 -- Returns   1 pushed; 0 full; -1 at the ceiling (one integer: the hot path parses the least it can)
 --! include depth
+-- depth(first): the summed lengths of KEYS[first..#KEYS] (include/depth.lua)
 local d = depth(2)
 if d >= tonumber(ARGV[2]) then
   return -1

@@ -1,4 +1,4 @@
-"""Bounded admission at the broker: one atomic check-and-push per message, and the count of refusals.
+"""The bounded push at the broker: one atomic check-and-push per message (push_bounded.lua), and refusals counted.
 
 What a class does when its queue is full (wait, fold, collapse) is the class policy's business
 (notifications.policy); the engine only tells it whether there was room.
@@ -16,8 +16,8 @@ PUSHED, FULL, CEILING = 1, 0, -1
 
 def push(queue, message, klass):
     """Push ``message`` if ``queue`` has room: return PUSHED or FULL. Raise at the ceiling."""
-    status = script("admit", on=class_redis(klass))(
-        keys=_admit_keys(queue.name),
+    status = script("push_bounded", on=class_redis(klass))(
+        keys=_push_keys(queue.name),
         args=[queue.capacity, queue.ceiling, message, notifications_field(klass, "accepted")],
     )
     if status == CEILING:
@@ -26,7 +26,7 @@ def push(queue, message, klass):
 
 
 @lru_cache(maxsize=16)
-def _admit_keys(queue_name):
+def _push_keys(queue_name):
     return [keys.counters(), *keys.priority_lists(queue_name)]
 
 

@@ -1,0 +1,121 @@
+"""Run admission's Lua for one event: admit_event.lua on the class's Redis, then fold_handed.lua on the digest's."""
+
+import logging
+from contextlib import suppress
+from functools import lru_cache
+
+from redis.exceptions import RedisError
+
+from pipeline import keys
+from pipeline.metrics import fold_field
+from pipeline.store import class_redis, fold_store_url, folds_elsewhere
+
+from . import admission_wire as wire
+from .store import fold_redis, members, script
+
+logger = logging.getLogger("sluice.digest")
+
+
+def admit_event(event, queue, message, plan, digest, notification_id, client=None):
+    """Run admit_event.lua for ``event`` (a policy.Event) on its class's Redis (or ``client``): preferences, holds,
+    the queue's bound, the fold store's; return its Admission (admission_wire). A class whose folds live on its own
+    Redis decides in one round trip; with SLUICE_DIGEST["redis_url"] elsewhere, an event to fold takes a second,
+    fold_handed.lua on that Redis.
+
+    ``plan`` is the kind's default plan (admission_wire.encode_plan); ``message`` carries
+    admission_wire.CHANNELS_PLACEHOLDER where the channels header goes; ``digest`` is the resolved SLUICE_DIGEST.
+    """
+    kind = event.kind
+    elsewhere = client is None and folds_elsewhere(kind.klass)
+    entity, by_kind, by_user = members(event.user_id, kind.name, event.entity_id, kind.klass)
+    constants = wire.kind_constants(
+        kind, queue, plan, digest["max_keys"], digest["max_fold_keys"], digest["max_fold_bytes"], elsewhere
+    )
+    reply = script("admit_event")(
+        keys=[
+            *wire.request(
+                wire.ADMIT_KEYS,
+                **_store_keys(kind.klass, elsewhere),
+                preferences=keys.preferences(event.user_id),
+                throttle=keys.throttle(event.user_id, kind.name) if kind.throttle else keys.UNTHROTTLED,
+                # Folded elsewhere: the class's Redis is never even handed a fold's key.
+                fold_entity=keys.ELSEWHERE if elsewhere else keys.fold(entity),
+                fold_kind=keys.ELSEWHERE if elsewhere else keys.fold(by_kind),
+                fold_user=keys.ELSEWHERE if elsewhere else keys.fold(by_user),
+            ),
+            *_queue_keys(queue.name),
+        ],
+        args=wire.request(
+            wire.ADMIT_ARGS,
+            layout=wire.ADMIT_LAYOUT,
+            constants=constants,
+            message=message,
+            payload=event.payload_json,
+            member_entity=entity,
+            member_kind=by_kind,
+            member_user=by_user,
+            entity=event.entity_id,
+            notification=notification_id,
+        ),
+        client=client or class_redis(kind.klass),
+    )
+    done = wire.decode_reply(reply)
+    if done.handover is not None:
+        return _fold_handed(event, constants, (entity, by_kind, by_user), reply, done)
+    return done
+
+
+def _fold_handed(event, constants, grains, reply, handed):
+    """The second round trip: fold what admit_event.lua handed over on the digest's Redis (fold_handed.lua)."""
+    klass = event.kind.klass
+    entity, by_kind, by_user = grains
+    try:
+        folded = script("fold_handed", on=fold_redis(klass))(
+            keys=wire.request(
+                wire.FOLD_KEYS,
+                counters=keys.counters(),
+                pending=keys.pending(),
+                size=keys.fold_store_size(),
+                trigger=keys.size_trigger(),
+                fold_entity=keys.fold(entity),
+                fold_kind=keys.fold(by_kind),
+                fold_user=keys.fold(by_user),
+            ),
+            args=wire.request(
+                wire.FOLD_ARGS,
+                layout=wire.FOLD_LAYOUT,
+                constants=constants,
+                payload=event.payload_json,
+                member_entity=entity,
+                member_kind=by_kind,
+                member_user=by_user,
+                entity=event.entity_id,
+                handed=reply,
+            ),
+        )
+    except RedisError as exc:
+        if handed.outcome is None:
+            # Nothing went out: the caller is told the Redis that failed (Unavailable) and sends again.
+            exc.sluice_redis_url = fold_store_url(klass)
+            raise
+        # The instant part is queued already; only its digest channels' copy is missed, counted as a fold the
+        # store refused (as when the store is full), never silently.
+        logger.warning("digest: the fold store's Redis failed (%s); one event's digest part is counted refused", exc)
+        with suppress(RedisError):
+            class_redis(klass).hincrby(keys.counters(), fold_field(klass, "refused"), 1)
+        return wire.Admission(handed.outcome, False, handed.instant_channels)
+    return wire.decode_reply(folded)
+
+
+@lru_cache(maxsize=8)
+def _store_keys(klass, elsewhere):
+    """The fold store's keys, overflow and counters of a class (placeholders, never touched, folded elsewhere)."""
+    store = (keys.ELSEWHERE,) * 3 if elsewhere else (keys.pending(), keys.fold_store_size(), keys.size_trigger())
+    return dict(
+        zip(("pending", "size", "trigger"), store, strict=True), counters=keys.counters(), overflow=keys.overflow(klass)
+    )
+
+
+@lru_cache(maxsize=16)
+def _queue_keys(queue_name):
+    return tuple(keys.priority_lists(queue_name))

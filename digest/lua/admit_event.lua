@@ -1,0 +1,126 @@
+-- Admit one event in one round trip (two when it folds on the digest's own Redis): the user's preferences, quiet
+-- hours, cadence and throttle, then the queue's bound, then the fold store's. The face's class policy
+-- (notifications/policy.py) hands over its decision as data (the kind's default plan, the user's mirrored
+-- choices); this script applies it atomically.
+--
+-- Every input and the reply are admission's wire formats (digest/admission_wire.py owns them; include/wire.lua
+-- reads and writes them here), by name:
+-- KEYS      counters (hash); pending (zset of fold members by when due); size (the fold store's size hash);
+--           overflow (the class's list of strict users' messages while the queue is full); trigger (the
+--           size-trigger flag); preferences (the user's mirrored hash); throttle (the user's log for this kind);
+--           fold_entity, fold_kind, fold_user (the fold hashes of the three grains); then the queue's list and
+--           its priority sub-lists (its depth). pending, size, trigger and the fold hashes are a placeholder,
+--           never touched, when the folds live on another Redis (c.elsewhere).
+-- ARGV      layout (the KEYS and ARGV names); constants (the kind's: bounds, plan, counter fields' prefixes, the mirror's
+--           fields); message (with c.placeholder where the channels header goes); payload (JSON);
+--           member_entity, member_kind, member_user (the pending members of the three grains); entity;
+--           notification (the throttle log's member)
+-- Returns   the reply (JSON): outcome accepted, folded, collapsed, deferred, suppressed, full (critical: wait;
+--           with the filled message), ceiling, overflow_full or store_full; flush (1: start a size-triggered
+--           flush); instant (the instant channels); reason and grain of a fold. With the folds on another Redis
+--           and something to fold, nothing is folded here: outcome is what went out so far (accepted, deferred or
+--           absent) and handover says what fold_handed.lua folds there.
+--
+-- A plan is "instant channels|digest channels|strict"; strict means the user chose "instant" themselves, so the
+-- event is never folded, even when the queue is full (it waits in the overflow). Fold keys come in three grains;
+-- a new key takes the finest grain the store's bound allows (include/fold.lua).
+--
+--! include depth
+-- depth(first): the summed lengths of KEYS[first..#KEYS] (pipeline/lua/include/depth.lua)
+--! include wire
+-- read_request, encode_reply, split, decode_plan (include/wire.lua)
+--! include fold
+-- fold_store(c, k, a, now) -> finish(...) (include/fold.lua)
+local c, k, a, queue_keys = read_request(KEYS, ARGV)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local klass = c.class
+
+-- The user's choices, read once: the kind's plan, the quiet intervals, the cadence ticks.
+local mirrored = redis.call('HMGET', k.preferences, c.mirror.plan, c.mirror.quiet, c.mirror.cadence)
+local plan = mirrored[1] or c.default_plan
+local instant, digest, strict = decode_plan(plan)
+if not instant then
+  return redis.error_reply('admission: not a plan: ' .. plan)
+end
+local instant_text = table.concat(instant, ',')
+if #instant == 0 and #digest == 0 then
+  redis.call('HINCRBY', k.counters, c.counter_prefix .. 'suppressed', 1)
+  return encode_reply({outcome = 'suppressed', reason = 'off'})
+end
+
+-- The message with its channels header in place: null for every channel of the kind, else the list.
+local function filled()
+  local header = 'null'
+  if instant_text ~= c.channels then
+    header = cjson.encode(instant)
+  end
+  local i, j = string.find(a.message, c.placeholder, 1, true)
+  return string.sub(a.message, 1, i - 1) .. header .. string.sub(a.message, j + 1)
+end
+
+local function next_tick()
+  for _, tick in ipairs(split(mirrored[3])) do
+    if tonumber(tick) > now then
+      return tonumber(tick)
+    end
+  end
+  return nil
+end
+
+local outcome, hold, due = nil, '', now
+if #instant > 0 then
+  if klass ~= 'critical' and not c.mandatory then
+    for _, window in ipairs(split(mirrored[2])) do
+      local s, e = string.match(window, '^(%d+)-(%d+)$')
+      if tonumber(s) <= now and now < tonumber(e) then
+        hold, due = 'quiet', tonumber(e)
+        break
+      end
+    end
+    if hold == '' and klass == 'routine' and not strict then
+      local tick = next_tick()
+      if tick then
+        hold, due = 'cadence', tick
+      end
+    end
+    if hold == '' and c.throttle_max > 0 then
+      redis.call('ZREMRANGEBYSCORE', k.throttle, '-inf', now - c.throttle_s)
+      if redis.call('ZCARD', k.throttle) >= c.throttle_max then
+        hold = 'throttle'
+      else
+        redis.call('ZADD', k.throttle, now, a.notification)
+        redis.call('EXPIRE', k.throttle, c.throttle_s + 1)
+      end
+    end
+  end
+  if hold == '' then
+    local d = depth(queue_keys)
+    if d >= c.ceiling then
+      return encode_reply({outcome = 'ceiling', instant = instant_text})
+    end
+    if d < c.capacity then
+      redis.call('LPUSH', KEYS[queue_keys], filled())
+      redis.call('HINCRBY', k.counters, c.counter_prefix .. 'accepted', 1)
+      outcome = 'accepted'
+    elseif klass == 'critical' then
+      return encode_reply({outcome = 'full', instant = instant_text, message = filled()})
+    elseif klass == 'routine' and strict then
+      if redis.call('LLEN', k.overflow) >= c.overflow_capacity then
+        redis.call('HINCRBY', k.counters, c.counter_prefix .. 'rejected', 1)
+        return encode_reply({outcome = 'overflow_full', instant = instant_text})
+      end
+      redis.call('RPUSH', k.overflow, filled())
+      redis.call('HINCRBY', k.counters, c.counter_prefix .. 'deferred', 1)
+      outcome = 'deferred'
+    else
+      hold = 'overflow'
+    end
+  end
+end
+local digest_due = #digest > 0 and (next_tick() or now) or 0
+if c.elsewhere and (hold ~= '' or #digest > 0) then
+  return encode_reply({outcome = outcome, instant = instant_text, handover = {
+    hold = hold, due = due, digest = table.concat(digest, ','), digest_due = digest_due}})
+end
+return encode_reply(fold_store(c, k, a, now)(outcome, instant, instant_text, hold, due, digest, digest_due))
