@@ -8,3 +8,6 @@ class DigestConfig(AppConfig):
     label = "sluice_digest"
     verbose_name = "Sluice digest"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from . import flush  # noqa: F401 - declares the flush and overflow drain tasks with Sluice's Celery app
