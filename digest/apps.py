@@ -1,4 +1,4 @@
-"""App config of the digest (label sluice_digest): the fold store, the flush and its beat schedule."""
+"""App config of the digest (label sluice_digest): its beat schedule's migration, and its tasks declared at ready()."""
 
 from django.apps import AppConfig
 
