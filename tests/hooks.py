@@ -12,3 +12,12 @@ def crash_on_deliver():
         raise RuntimeError("injected: delivery crashed")
 
     base.Transport._deliver = deliver
+
+
+def mark_fetch(source):
+    """Between a fetch and its record (through sluice_tools.fetch_hook): append this pid and the list the message
+    came from to the file FETCH_HOOK_MARK names, which the test reads."""
+    import os
+
+    with open(os.environ["FETCH_HOOK_MARK"], "a") as mark:
+        mark.write(f"{os.getpid()} {source}\n")
