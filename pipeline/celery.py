@@ -235,6 +235,9 @@ def _registered(name):
 def _build():
     global _app
     _require_settings()
+    # Before the app exists, so before Celery's Django fixup connects its own receiver as the app is made: Flower
+    # without a login is refused before Django is set up.
+    import_modules.connect(_refuse_flower_without_auth, dispatch_uid="sluice.celery.flower_auth")
     # Not the current app: the host's @shared_task tasks keep binding to the host's own app.
     app = Celery("sluice", amqp=AMQP, set_as_current=False)
     app.config_from_object(SluiceCeleryConfig())
@@ -246,7 +249,6 @@ def _build():
 
     # Connected once, here: a process that never builds Sluice's app has none of Sluice's receivers.
     celeryd_init.connect(_broker_of_its_queues, dispatch_uid="sluice.celery.broker_of_its_queues")
-    import_modules.connect(_refuse_flower_without_auth, dispatch_uid="sluice.celery.flower_auth")
     before_task_publish.connect(stamp_published_at, dispatch_uid="sluice.signals.published_at")
     _app = app
 
@@ -255,7 +257,8 @@ def _require_settings():
     """Refuse to build the app without the host's settings: Sluice never guesses DJANGO_SETTINGS_MODULE."""
     if os.environ.get("DJANGO_SETTINGS_MODULE") or settings.configured:
         return
-    if click.get_current_context(silent=True) is not None:
+    context = click.get_current_context(silent=True)
+    if context is not None and context.find_root().command.name == "celery":
         # Asked for by the celery command (-A pipeline): one line, not the traceback of Celery loading its app.
         _refuse(NO_SETTINGS)
     raise ImproperlyConfigured(NO_SETTINGS)
