@@ -1,1 +1,1 @@
-"""The digest: the folding store, the flush task and its beat schedule, and digest rendering."""
+"""The digest: the fold store, the flush and overflow drain tasks, their beat schedule, and the digest templates."""

@@ -1,4 +1,4 @@
-"""App config of the digest (label sluice_digest): the fold store, the flush and its beat schedule."""
+"""App config of the digest (label sluice_digest): its beat schedule's migration, and its tasks declared at ready()."""
 
 from django.apps import AppConfig
 
@@ -8,3 +8,6 @@ class DigestConfig(AppConfig):
     label = "sluice_digest"
     verbose_name = "Sluice digest"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from . import flush  # noqa: F401 - declares the flush and overflow drain tasks with Sluice's Celery app

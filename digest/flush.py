@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from redis.exceptions import RedisError
 
 from pipeline import keys, metrics
-from pipeline.celery import app
+from pipeline.celery import task
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.depth import depth
 from pipeline.message import event_kwargs_json, send_message
@@ -35,7 +35,7 @@ LEASE_S = 60
 DRAIN_LIMIT = 1000
 
 
-@app.task(name=FLUSH_TASK, ignore_result=True)
+@task(name=FLUSH_TASK, ignore_result=True)
 def flush(trigger="beat"):
     """Publish every pending fold as one digest message per key; return how many were published."""
     try:
@@ -50,7 +50,7 @@ def flush(trigger="beat"):
                     client.delete(keys.size_trigger())
 
 
-@app.task(name=DRAIN_TASK, ignore_result=True)
+@task(name=DRAIN_TASK, ignore_result=True)
 def drain():
     """Every few seconds: move opted-out users' messages into their queues while there is room, and
     finish a flush that full queues cut short, so its digests go out as soon as room frees."""

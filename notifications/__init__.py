@@ -1,4 +1,4 @@
-"""Sluice's public API: notify(), notify_on_commit(), Outcome and Rejected."""
+"""Sluice's public API: notify(), notify_on_commit(), Outcome, and the errors notify() raises."""
 
 from .exceptions import (
     InvalidEntityId,

@@ -1,4 +1,4 @@
-"""App config of Sluice's face (label sluice_notifications): checks, the preferences' Redis mirror, tracking."""
+"""App config of Sluice's face (label sluice_notifications): checks, the preferences' Redis mirror, tracking, tasks."""
 
 from django.apps import AppConfig
 
@@ -16,7 +16,9 @@ class NotificationsConfig(AppConfig):
 
         from digest.signals import flush_started
 
-        from . import checks, host_checks, preferences, tracking  # noqa: F401 - registers checks, receivers
+        # Imported for what they register: checks, signal receivers, and the send and prune tasks of Sluice's
+        # Celery app (declared here by the app that owns them, never discovered by name).
+        from . import checks, host_checks, preferences, tasks, tracking  # noqa: F401
         from .tracking_checks import check_tracking_webhooks
 
         register(check_tracking_webhooks)

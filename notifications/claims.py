@@ -6,7 +6,7 @@ import math
 from redis.exceptions import RedisError
 
 from pipeline import keys, marks, metrics
-from pipeline.celery import app
+from pipeline.celery import get_app
 from pipeline.store import class_redis, script
 
 logger = logging.getLogger("sluice.send")
@@ -19,7 +19,7 @@ CLAIM_TTL_S = 120
 
 def claim_ttl():
     """Seconds a send claim lives: CLAIM_TTL_S, or the broker's visibility timeout when that is shorter."""
-    visibility = (app.conf.broker_transport_options or {}).get("visibility_timeout", CLAIM_TTL_S)
+    visibility = (get_app().conf.broker_transport_options or {}).get("visibility_timeout", CLAIM_TTL_S)
     return max(1, min(CLAIM_TTL_S, int(visibility)))
 
 

@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from pipeline import metrics
-from pipeline.celery import app
+from pipeline.celery import task
 from pipeline.conf import sluice_settings
 
 from .delivery_models import RANK, Delivery, Suppression
@@ -184,7 +184,7 @@ def _safe(value):
     return isinstance(value, str) and bool(SAFE_ID.match(value))
 
 
-@app.task(name=PRUNE_TASK, ignore_result=True)
+@task(name=PRUNE_TASK, ignore_result=True)
 def prune():
     """Delete the records older than SLUICE_DELIVERY_RETENTION_DAYS, in batches; return how many went."""
     cutoff = timezone.now() - timedelta(days=sluice_settings().delivery_retention_days)

@@ -12,13 +12,13 @@ import logging
 from celery.exceptions import Ignore, Reject, Retry
 
 from pipeline import batch as fetch
-from pipeline.celery import app
+from pipeline.celery import task
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.message import CHANNELS_HEADER, read_send_message
 from pipeline.queues import send_task_name
 from pipeline.signals import PUBLISHED_AT
 
-from . import delivery, endings  # noqa: F401 - delivery registers its prune task with the app
+from . import delivery, endings  # noqa: F401 - delivery declares its prune task
 from .engine import Batch, Item
 
 logger = logging.getLogger("sluice.batch")
@@ -130,8 +130,7 @@ def _register(klass):
         return run(self, kwargs)
 
     send.__name__ = f"send_{klass}"
-    return app.task(
-        send,
+    return task(
         name=send_task_name(klass),
         bind=True,
         # Acked after the send: a worker that dies mid-send leaves the message to be redelivered,
@@ -140,7 +139,7 @@ def _register(klass):
         # Only critical runs in prefork children; a child lost mid-send requeues its message.
         reject_on_worker_lost=klass == "critical",
         ignore_result=True,
-    )
+    )(send)
 
 
 send_tasks = {klass: _register(klass) for klass in CLASSES}

@@ -23,10 +23,10 @@ _local = threading.local()
 def dead_after_s():
     """How long a batch consumer that stopped saying it is alive keeps its messages: the transport's
     fetch_dead_after_s, the same for every consumer the reaper watches."""
-    from .celery import app
+    from .celery import get_app
     from .transport import DEAD_AFTER_S
 
-    return float((app.conf.broker_transport_options or {}).get("fetch_dead_after_s", DEAD_AFTER_S))
+    return float((get_app().conf.broker_transport_options or {}).get("fetch_dead_after_s", DEAD_AFTER_S))
 
 
 class BatchConsumer:

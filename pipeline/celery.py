@@ -1,5 +1,5 @@
-"""Sluice's own Celery app: its brokers are Sluice's Redis servers, its configuration is Sluice's, and it
-changes nothing of the host project's Celery app.
+"""Sluice's own Celery app, built on first use: its brokers are Sluice's Redis servers, its configuration is
+Sluice's, and it changes nothing of the host project's Celery app.
 
 Run it with the host's settings: ``DJANGO_SETTINGS_MODULE=mysite.settings celery -A pipeline worker ...``
 (or ``manage.py worker critical``). Its configuration comes from Sluice's defaults below, overridden by the
@@ -7,39 +7,28 @@ Run it with the host's settings: ``DJANGO_SETTINGS_MODULE=mysite.settings celery
 (``SLUICE_QUEUES[class]["redis_url"]``): a worker's broker is the Redis of the queues it serves, chosen when it
 starts, so it can never listen to another broker than the one its events go to; every publish goes to the Redis
 of its queue, whatever the process's own broker is; beat and the web tier's default broker is critical's.
+
+Importing this module builds nothing: get_app() (or the ``app`` attribute, which ``celery -A pipeline`` reads)
+builds the app the first time it is asked for, and the task modules declare their tasks with ``task`` below,
+which registers them when the app is built.
 """
 
 import os
-import sys
+import threading
 from collections.abc import Mapping
 from functools import cached_property
 
+import click
 import kombu
 from celery import Celery
 from celery.app.amqp import AMQP as CeleryAMQP
-from celery.signals import celeryd_init
+from celery.local import PromiseProxy
+from celery.signals import before_task_publish, celeryd_init, import_modules
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from kombu.utils.url import maybe_sanitize_url
 
 from . import urls
-
-
-def _celery_command_line(argv):
-    """Whether this process is the celery command (`celery ...` or `python -m celery ...`)."""
-    program = argv[0] if argv else ""
-    return os.path.basename(program) == "celery" or program.endswith(os.path.join("celery", "__main__.py"))
-
-
-if not os.environ.get("DJANGO_SETTINGS_MODULE") and not settings.configured:
-    _NO_SETTINGS = (
-        "Sluice's Celery app runs with your project's settings and never guesses them: set "
-        "DJANGO_SETTINGS_MODULE, for example DJANGO_SETTINGS_MODULE=mysite.settings celery -A pipeline worker"
-    )
-    if _celery_command_line(sys.argv):
-        # One line on the command line, not the traceback of Celery loading its app.
-        raise SystemExit(f"{ImproperlyConfigured.__name__}: {_NO_SETTINGS}")
-    raise ImproperlyConfigured(_NO_SETTINGS)
 
 TRANSPORTS = ("pipeline.transport:Transport", "pipeline.transport:SentinelTransport")
 
@@ -189,23 +178,102 @@ def _same_broker(url, connection):
     return urls.identity(url) == theirs
 
 
-# Not the current app: the host's @shared_task tasks keep binding to the host's own app.
-app = Celery("sluice", amqp=AMQP, set_as_current=False)
-app.config_from_object(SluiceCeleryConfig())
-app.autodiscover_tasks(["notifications", "digest"])
+NO_SETTINGS = (
+    "Sluice's Celery app runs with your project's settings and never guesses them: set "
+    "DJANGO_SETTINGS_MODULE, for example DJANGO_SETTINGS_MODULE=mysite.settings celery -A pipeline worker"
+)
+
+_lock = threading.Lock()
+_app = None
+#: The tasks declared before the app was built, as (function, options): registered when it is.
+_declared = []
 
 
-@app.on_after_configure.connect
+def get_app():
+    """Sluice's Celery app, built the first time it is asked for.
+
+    Not at import: building it reads the environment (Celery's Django fixup), and a process that only imports
+    Sluice (a host's management command, a tool, a test of one module) needs none of it.
+    """
+    if _app is None:
+        with _lock:
+            if _app is None:
+                _build()
+    return _app
+
+
+def __getattr__(name):
+    # `celery -A pipeline` (celery.app.utils.find_app) reads the package's `app`, then its `celery` module's.
+    if name == "app":
+        return get_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def task(*, name, **options):
+    """Declare a task of Sluice's app, as ``@app.task(name=..., ...)`` would, without building the app.
+
+    Returns a proxy of the task, resolved on first use. Each task module is imported by the app that owns it
+    (its AppConfig.ready()), never discovered by name, so the import contracts see who imports what. The tasks
+    are Sluice's app's alone (not shared): a host's app never lists them.
+    """
+
+    def declare(fun):
+        with _lock:
+            if _app is None:
+                _declared.append((fun, {"name": name, **options}))
+            else:
+                _app.task(fun, shared=False, name=name, **options)
+        return PromiseProxy(_registered, (name,), __doc__=fun.__doc__)
+
+    return declare
+
+
+def _registered(name):
+    return get_app().tasks[name]
+
+
+def _build():
+    global _app
+    _require_settings()
+    # Before the app exists, so before Celery's Django fixup connects its own receiver as the app is made: Flower
+    # without a login is refused before Django is set up.
+    import_modules.connect(_refuse_flower_without_auth, dispatch_uid="sluice.celery.flower_auth")
+    # Not the current app: the host's @shared_task tasks keep binding to the host's own app.
+    app = Celery("sluice", amqp=AMQP, set_as_current=False)
+    app.config_from_object(SluiceCeleryConfig())
+    app.on_after_configure.connect(_declare_queues, weak=False)
+    for fun, options in _declared:
+        app.task(fun, shared=False, **options)
+    _declared.clear()
+    from .signals import stamp_published_at
+
+    # Connected once, here: a process that never builds Sluice's app has none of Sluice's receivers.
+    celeryd_init.connect(_broker_of_its_queues, dispatch_uid="sluice.celery.broker_of_its_queues")
+    before_task_publish.connect(stamp_published_at, dispatch_uid="sluice.signals.published_at")
+    _app = app
+
+
+def _require_settings():
+    """Refuse to build the app without the host's settings: Sluice never guesses DJANGO_SETTINGS_MODULE."""
+    if os.environ.get("DJANGO_SETTINGS_MODULE") or settings.configured:
+        return
+    context = click.get_current_context(silent=True)
+    if context is not None and context.find_root().command.name == "celery":
+        # Asked for by the celery command (-A pipeline): one line, not the traceback of Celery loading its app.
+        _refuse(NO_SETTINGS)
+    raise ImproperlyConfigured(NO_SETTINGS)
+
+
 def _declare_queues(sender, **kwargs):
     from .queues import celery_queue_settings
 
     sender.conf.update(celery_queue_settings())
 
 
-@celeryd_init.connect
 def _broker_of_its_queues(sender=None, instance=None, conf=None, options=None, **kwargs):
     """A Sluice worker listens on the Redis its queues' events go to, or does not start: one Redis per worker."""
-    if getattr(instance, "app", None) is not app:
+    app = _app
+    if app is None or getattr(instance, "app", None) is not app:
         return
     from .conf import CLASSES, sluice_settings
 
@@ -237,22 +305,24 @@ def _broker_of_its_queues(sender=None, instance=None, conf=None, options=None, *
 
 
 def _refuse(problem):
-    """Stop the worker starting: Celery logs and swallows a signal receiver's exceptions, but not SystemExit."""
+    """Stop the command starting: Celery logs and swallows a signal receiver's exceptions, but not SystemExit."""
     raise SystemExit(f"{ImproperlyConfigured.__name__}: {problem}")
 
 
-def _refuse_flower_without_auth(argv):
-    """`celery -A pipeline flower` from any working directory: no login, no Flower."""
-    if _celery_command_line(argv) and "flower" in argv[1:]:
-        from .flower import refuse_without_auth
+def _refuse_flower_without_auth(sender=None, **kwargs):
+    """`celery -A pipeline flower` from any working directory: no login, no Flower.
 
-        try:
-            refuse_without_auth(argv[argv.index("flower") + 1 :])
-        except ImproperlyConfigured as exc:
-            _refuse(str(exc))
+    Flower imports its app's modules as it starts (this signal), before it listens: the command being run, and
+    its own arguments, are click's current context, so nothing reads sys.argv, and nothing at import.
+    """
+    if _app is None or sender is not _app:
+        return
+    context = click.get_current_context(silent=True)
+    if context is None or context.command.name != "flower":
+        return
+    from .flower import refuse_without_auth
 
-
-_refuse_flower_without_auth(sys.argv)
-
-# Imported for its signal receiver: every message is stamped with published_at.
-from . import signals  # noqa: E402,F401
+    try:
+        refuse_without_auth(list(context.params.get("tornado_argv") or ()))
+    except ImproperlyConfigured as exc:
+        _refuse(str(exc))

@@ -5,7 +5,7 @@ import time
 import zlib
 
 from . import keys
-from .celery import app
+from .celery import get_app
 
 #: Width of a time bucket. A mark lives between lifetime_s() and lifetime_s() + BUCKET_S after its send.
 BUCKET_S = 60
@@ -26,7 +26,7 @@ def lifetime_s():
     """How long a "sent" mark must live: the longest a message fetched before its send can take to come back
     and reach a worker. That is the visibility timeout plus one unacked sweep (a live worker that could not ack),
     or the reaper's bound (a dead worker) when longer, plus the time back in the queue."""
-    options = app.conf.broker_transport_options or {}
+    options = get_app().conf.broker_transport_options or {}
     visibility = float(options.get("visibility_timeout", 3600))
     sweep = float(options.get("unacked_restore_interval", RESTORE_INTERVAL_S)) * float(
         options.get("unacked_restore_throttle", RESTORE_THROTTLE)

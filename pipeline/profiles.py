@@ -1,8 +1,8 @@
 """Worker pool profiles per class, and why each choice was made.
 
-All pools share two settings (settings/celery.py): prefetch is disabled, so a worker takes a
-message only when a slot is free and queue depth stays the true backlog; and every send task
-acks late, so a worker that dies mid-send leaves its message to be redelivered.
+All pools share two settings: prefetch is disabled (pipeline.celery's FORCED settings), so a worker
+takes a message only when a slot is free and queue depth stays the true backlog; and every send task
+acks late (notifications.tasks), so a worker that dies mid-send leaves its message to be redelivered.
 """
 
 from dataclasses import dataclass

@@ -2,12 +2,10 @@
 
 import time
 
-from celery.signals import before_task_publish
-
 PUBLISHED_AT = "published_at"
 
 
-@before_task_publish.connect
+# Connected to Celery's before_task_publish when Sluice's app is built (pipeline.celery), not at import.
 def stamp_published_at(sender=None, headers=None, **kwargs):
     """Record when one of Sluice's messages entered the broker (its own builder stamps the rest); the
     host's tasks are left as they are."""

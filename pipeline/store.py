@@ -136,32 +136,6 @@ def reset():
         _clients.clear()
 
 
-def use_redis(url):
-    """Point Sluice at the Redis at ``url`` from now on, in this process, every class and the digest included: the
-    store, and the Celery app's broker and connection pools (benchmarks, the demo and tests; a deployment sets
-    SLUICE_REDIS_URL)."""
-    from django.conf import settings
-
-    from .celery import app, broker_settings
-
-    settings.SLUICE_REDIS_URL = url
-    queues = getattr(settings, "SLUICE_QUEUES", {}) or {}
-    if any("redis_url" in conf for conf in queues.values() if isinstance(conf, dict)):
-        settings.SLUICE_QUEUES = {
-            klass: {k: v for k, v in conf.items() if k != "redis_url"} if isinstance(conf, dict) else conf
-            for klass, conf in queues.items()
-        }
-    digest = getattr(settings, "SLUICE_DIGEST", {}) or {}
-    if isinstance(digest, dict) and "redis_url" in digest:
-        settings.SLUICE_DIGEST = {k: v for k, v in digest.items() if k != "redis_url"}
-    sluice_settings.cache_clear()
-    app.conf.update(broker_settings(url))
-    # Dropped, not closed: kombu keeps the pools in a registry by URL, and hands the same one back when a
-    # process points at that URL again.
-    app._pool = None
-    app.amqp._producer_pool = None
-
-
 INCLUDE = re.compile(r"^--! include (\w+)$", re.M)
 
 

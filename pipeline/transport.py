@@ -46,19 +46,6 @@ REAP_LIMIT = 10
 SCRIPTS = ("fetch_record", "fetch_reap", "push_capped")
 
 
-def _hook():
-    """A test's hook point between a fetch and its record (SLUICE_FETCH_TEST_HOOK, a dotted path)."""
-    path = os.environ.get("SLUICE_FETCH_TEST_HOOK")
-    if not path:
-        return None
-    from django.utils.module_loading import import_string
-
-    return import_string(path)
-
-
-_fetch_hook = _hook()
-
-
 class QoS(redis.QoS):
     """kombu's ack emulation; a delivery is recorded together with its leaving the processing list."""
 
@@ -202,8 +189,6 @@ class Channel(redis.Channel):
                 self._flush_brpop_reauth()
 
     def _deliver_fetched(self, source, raw):
-        if _fetch_hook is not None:
-            _fetch_hook(source)
         queue = source.rsplit(self.sep, 1)[0]
         self._queue_cycle.rotate(queue)
         try:

@@ -93,9 +93,13 @@ class ManagedProcess:
 
 
 class WorkerProcess(ManagedProcess):
-    """`manage.py worker <klass>` (or plain `celery -A pipeline worker -Q <klass>`) on ``redis_url``."""
+    """`manage.py worker <klass>` (or plain `celery -A pipeline worker -Q <klass>`) on ``redis_url``; with
+    ``fetch_hook`` (a dotted path), that function is called between each fetch and its record
+    (sluice_tools.fetch_hook)."""
 
-    def __init__(self, klass, redis_url, channels=None, extra=(), env=None, plain_celery=False, loglevel="INFO"):
+    def __init__(
+        self, klass, redis_url, channels=None, extra=(), env=None, plain_celery=False, loglevel="INFO", fetch_hook=None
+    ):
         environment = {"REDIS_URL": redis_url, **(env or {})}
         if channels is not None:
             environment["SLUICE_CHANNELS"] = json.dumps(channels)
@@ -104,6 +108,8 @@ class WorkerProcess(ManagedProcess):
             if plain_celery
             else ["manage.py", "worker", klass]
         )
+        if fetch_hook:
+            command = ["-m", "sluice_tools.fetch_hook", fetch_hook, *command]
         args = [sys.executable, *command, f"--loglevel={loglevel}", "--without-mingle", "--without-gossip", *extra]
         super().__init__(f"worker-{klass}", args, env=environment, ready_text=" ready.")
         self.env.pop("CELERY_BROKER_URL", None)

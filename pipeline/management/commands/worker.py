@@ -4,7 +4,7 @@ import argparse
 
 from django.core.management.base import BaseCommand
 
-from pipeline.celery import app
+from pipeline.celery import get_app
 from pipeline.conf import CLASSES
 from pipeline.profiles import PROFILES, worker_argv
 
@@ -33,7 +33,7 @@ def run_celery(argv):
     """
     from celery.bin.celery import celery
 
-    celery.params[0].default = app  # what app.start() does: the --app option defaults to this app
+    celery.params[0].default = get_app()  # what app.start() does: the --app option defaults to this app
     try:
         return celery.main(args=argv, standalone_mode=False)
     finally:

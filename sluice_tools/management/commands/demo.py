@@ -78,7 +78,7 @@ class Command(BaseCommand):
             self.stdout.write(f"stopped everything the demo started; its logs stay in {LOG_DIR}")
 
     def _redis(self, started):
-        from pipeline.store import use_redis
+        from sluice_tools.redis_target import use_redis
 
         url = os.environ.get("REDIS_URL")
         if not url:
@@ -152,8 +152,8 @@ class Command(BaseCommand):
         }
 
     def _replay(self, url, scale):
-        from pipeline.store import use_redis
         from sluice_tools.bench import incident_run
+        from sluice_tools.redis_target import use_redis
 
         replay_url = with_database(url, REPLAY_DATABASE)
         self.stdout.write(self.style.MIGRATE_HEADING(f"Replaying the incident at scale {scale} on {replay_url}"))
