@@ -149,7 +149,10 @@ def _change(request, field, allow_up_to):
         which = _selection(request, allow_up_to)
     except BadRequest as exc:
         return _json(400, {"error": "invalid", "field": exc.field, "detail": exc.detail})
-    rows = InboxItem.objects.filter(which, user_id=user_id, **{f"{field}__isnull": True})
+    # Read: the unread ones (an archived item is out of the count already); archive: the ones not archived yet.
+    rows = InboxItem.objects.filter(which, user_id=user_id, read_at__isnull=True, archived_at__isnull=True)
+    if field == "archived_at":
+        rows = InboxItem.objects.filter(which, user_id=user_id, archived_at__isnull=True)
     changed = rows.update(**{field: timezone.now()})
     if field == "read_at" and changed:
         metrics.count(metrics.INBOX_READS, changed)

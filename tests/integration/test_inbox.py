@@ -8,7 +8,10 @@ from notifications.inbox.channel import InboxChannel
 from notifications.inbox_models import InboxItem
 from pipeline import keys
 from pipeline.metrics import read_counters
-from tests.inbox_helpers import inbox_message, inbox_settings  # noqa: F401 - fixture
+from tests import inbox_helpers
+from tests.inbox_helpers import inbox_message
+
+inbox_settings = inbox_helpers.inbox_settings  # the fixture, found by its name
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
