@@ -34,3 +34,16 @@ def test_staff_see_items_filtered_by_state_and_a_users_inbox(inbox_settings, use
     nobody = Client()
     nobody.force_login(staff("other"))
     assert nobody.get(f"/admin/sluice_notifications/inboxitem/user/{user.pk}/").status_code == 403
+
+
+def test_the_bell_shows_in_the_projects_admin_pages_with_the_count(inbox_settings, user, staff):
+    InboxChannel("inbox").send(inbox_message(user.pk))
+    user.is_staff = True
+    user.save()
+    client = Client()
+    client.force_login(user)
+    page = client.get("/admin/").content.decode()
+    assert 'class="sluice-bell"' in page
+    assert 'data-count="1"' in page
+    assert "sluice/inbox/bell.js" in page
+    assert 'data-unread-url="/api/inbox/unread/"' in page
