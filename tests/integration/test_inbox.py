@@ -88,3 +88,19 @@ def test_a_slower_writer_never_overwrites_a_later_count(inbox_settings, user, re
     send(inbox_message(user.pk))  # a later change writes its count (1) under a later generation
     unread.script("set_unread", on=redis_client)(keys=[key], args=[early, 0, 60])  # the stalled writer's stale 0
     assert unread.read(user.pk)[0] == 1
+
+
+def test_items_untouched_past_retention_days_are_pruned_and_the_count_follows(inbox_settings, user, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from notifications.inbox.tasks import prune
+
+    settings.SLUICE_INBOX = {"retention_days": 30}
+    for entity in ("old", "new"):
+        send(inbox_message(user.pk, entity_id=entity))
+    InboxItem.objects.filter(entity_id="old").update(updated_at=timezone.now() - timedelta(days=31))
+    assert prune() == 1
+    assert list(InboxItem.objects.values_list("entity_id", flat=True)) == ["new"]
+    assert unread.read(user.pk)[0] == 1
