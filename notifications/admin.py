@@ -106,6 +106,7 @@ class IngestTokenAdmin(admin.ModelAdmin):
 
 from . import deadletter_admin, delivery_admin, provider_admin  # noqa: E402,F401 - registers their pages
 from .beat_admin import GuardedPeriodicTaskAdmin  # noqa: E402 - offered to the host, to register for PeriodicTask
+from .inbox import admin as inbox_admin  # noqa: E402,F401 - registers the inbox items' pages
 from .preference_admin import NotificationSettingsInline, PreferenceInline  # noqa: E402 - for the host's User admin
 
 __all__ = ["GuardedPeriodicTaskAdmin", "IngestTokenAdmin", "NotificationSettingsInline", "PreferenceInline"]

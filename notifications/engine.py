@@ -265,10 +265,18 @@ def messages_of(attempt):
             first_seen=extra.get("first_seen"),
             expires_at=expires_at,
         )
-        for channel in kind_obj.channels
-        if channels is None or channel in channels
+        for channel in channels_of(kind_obj, channels)
     ]
     return kind_obj, messages
+
+
+def channels_of(kind, channels):
+    """The channels to send on: the kind's (those named in ``channels`` only, when given), and an inbox
+    escalation's channels (notifications.inbox.escalation) when ``channels`` names them."""
+    if channels is None:
+        return kind.channels
+    escalation = kind.escalate[1] if kind.escalate else ()
+    return [channel for channel in dict.fromkeys((*kind.channels, *escalation)) if channel in channels]
 
 
 # A send task's own arguments; any other is context for its template (a digest's grain, first_seen ...).

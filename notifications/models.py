@@ -150,4 +150,5 @@ class DeadLetter(models.Model):
 
 
 from .delivery_models import Delivery, DeliveryStatus, Provider, Suppression  # noqa: E402,F401 - models of this app
+from .inbox_models import InboxItem  # noqa: E402,F401 - models of this app
 from .preference_models import NotificationSettings, Preference  # noqa: E402,F401 - models of this app

@@ -20,6 +20,7 @@ from pipeline.signals import PUBLISHED_AT
 
 from . import delivery, endings  # noqa: F401 - delivery declares its prune task
 from .engine import Batch, Item
+from .inbox import tasks as inbox_tasks  # noqa: F401 - the inbox's periodic tasks, registered with the app
 
 logger = logging.getLogger("sluice.batch")
 

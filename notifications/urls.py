@@ -1,8 +1,9 @@
 """Sluice's HTTP endpoints, to include under a prefix of the host's choosing, for example
 ``path("api/", include("notifications.urls"))``: POST /api/notifications/ (ingest, a service's bearer token),
-GET and PUT /api/preferences/ (the signed-in user's own preferences), and the providers' webhooks."""
+GET and PUT /api/preferences/ (the signed-in user's own preferences), /api/inbox/ (their inbox), and the
+providers' webhooks."""
 
-from django.urls import path
+from django.urls import include, path
 
 from .callbacks import provider_status
 from .esp_webhooks import esp_tracking
@@ -14,6 +15,8 @@ app_name = "sluice"
 urlpatterns = [
     path("notifications/", ingest, name="ingest"),
     path("preferences/", preferences_view, name="preferences"),
+    # The signed-in user's inbox: list, unread count, mark read, archive (notifications.inbox.views).
+    path("inbox/", include("notifications.inbox.urls")),
     # The generic HTTP providers' delivery status callbacks (notifications.callbacks).
     path("providers/<str:channel>/<str:provider>/status/", provider_status, name="provider_status"),
     # anymail's tracking webhooks (e.g. anymail/postmark/tracking/), only those of the ESPs SLUICE_CHANNELS'

@@ -9,7 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from . import conf_providers, urls
+from . import conf_inbox, conf_providers, urls
 from .conf_providers import BreakerConfig, ProviderConfig  # noqa: F401 - the resolver's types
 from .validate import mapping as _mapping
 from .validate import positive_int as _positive_int
@@ -83,6 +83,10 @@ class Kind:
     throttle: Throttle | None = None
     # A message of this kind not sent within this many seconds of its event is never sent (a sign-in code).
     expires_after_s: int | None = None
+    # Where its inbox item links to (a str.format template of entity_id and kind), and (after_s, channels) when an
+    # item still unread after after_s is sent on those channels once (notifications.inbox.escalation).
+    url: str = ""
+    escalate: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,8 @@ class SluiceSettings:
     delivery_retention_days: int = 30
     # The events one request to an ESP's tracking webhook may apply; the rest are counted and dropped.
     tracking_max_events: int = 500
+    # SLUICE_INBOX: max_items per user and retention_days (pipeline.conf_inbox).
+    inbox: dict = field(default_factory=lambda: conf_inbox.inbox({}))
 
 
 def _queues(raw, default_url):
@@ -319,6 +325,8 @@ def _kinds(raw, channels):
             mandatory=_flag(conf.get("mandatory", False), f"{setting}['mandatory']"),
             throttle=_throttle(conf.get("throttle"), klass, setting),
             expires_after_s=None if expires is None else _positive_int(expires, f"{setting}['expires_after_s']"),
+            url=conf_inbox.url_template(conf.get("url", ""), f"{setting}['url']"),
+            escalate=conf_inbox.escalate(conf.get("escalate"), f"{setting}['escalate']", names, channels),
         )
     return kinds
 
@@ -333,6 +341,8 @@ KIND_KEYS = {
     "mandatory",
     "throttle",
     "expires_after_s",
+    "url",
+    "escalate",
 }
 
 
@@ -420,6 +430,7 @@ def sluice_settings():
         tracking_max_events=_positive_int(
             getattr(settings, "SLUICE_TRACKING_MAX_EVENTS", 500), "SLUICE_TRACKING_MAX_EVENTS"
         ),
+        inbox=conf_inbox.inbox(getattr(settings, "SLUICE_INBOX", {})),
     )
 
 

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from redis.exceptions import RedisError
 
-from . import deadletters, keys, provider_metrics
+from . import deadletters, inbox_metrics, keys, provider_metrics
 from .conf import CLASSES, sluice_settings
 from .depth import depth, queue_redis, snapshot
 from .latency import oldest_ages
@@ -110,6 +110,7 @@ class SluiceCollector:
         kept.add_metric([], deadletters.size())
         yield kept
         yield from provider_metrics.collect(shared_redis(), counters)
+        yield from inbox_metrics.collect(counters)
 
     def _counters(self, counters):
         notifications = CounterMetricFamily(

@@ -237,3 +237,25 @@ def breaker(channel, provider):
 def breaker_probes(channel, provider):
     """Zset of a half-open breaker's probe leases -> when each expires (a prober that died frees its slot)."""
     return f"{PREFIX}:breaker:{channel}:{provider}:probes"
+
+
+def inbox_unread(user_id):
+    """Hash of one user's unread inbox count: n (the count), w (the generation it was counted at), g (the latest
+    generation asked for); notifications.inbox.unread keeps it in step with the database."""
+    return f"{PREFIX}:inbox:unread:{user_id}"
+
+
+def inbox_escalations(klass):
+    """Zset of the inbox items of a class's escalating kinds: item id -> when it escalates if still unread."""
+    return f"{PREFIX}:inbox:escalate:{klass}"
+
+
+def inbox_escalating(klass):
+    """Zset of the items a drainer took from inbox_escalations: item id -> when its lease runs out (then another
+    drainer takes it over)."""
+    return f"{PREFIX}:inbox:escalating:{klass}"
+
+
+def inbox_rate(user_id):
+    """Token bucket of one user's changes through the inbox API (read, archive)."""
+    return f"{PREFIX}:inbox-rate:{user_id}"

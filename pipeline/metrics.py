@@ -170,3 +170,26 @@ BEAT_FLUSH_INTERVAL_FIELD = "beat_flush_interval_s"
 def last_flush_field(trigger):
     """The digest stats field holding when a flush of ``trigger`` last ran (seconds since the epoch)."""
     return f"last_flush_at:{trigger}"
+
+
+#: What a send to the inbox did: a new item, or folded into the unread item of the same user, kind and entity.
+INBOX_RESULTS = ("created", "folded")
+#: What became of an escalation: sent on its channels, cancelled (read or archived first, or gone), or dropped
+#: because its queue was full (counted, and the item stays unescalated: the next drain tries again).
+ESCALATION_RESULTS = ("sent", "cancelled")
+
+
+def inbox_items_field(kind, result):
+    """sluice_inbox_items_total{kind, result}: sends to the inbox, by whether they made a row or folded into one."""
+    return f"inbox_items:{kind}:{result}"
+
+
+#: sluice_inbox_reads_total: items marked read through the API.
+INBOX_READS = "inbox:reads"
+#: sluice_inbox_pruned_total: items deleted past SLUICE_INBOX's max_items or retention_days.
+INBOX_PRUNED = "inbox:pruned"
+
+
+def escalation_field(klass, result):
+    """sluice_inbox_escalations_total{class, result}: unread items escalated, or cancelled before."""
+    return f"inbox_escalations:{klass}:{result}"

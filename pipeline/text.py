@@ -22,6 +22,7 @@ LOGGERS = (
     "sluice.digest",
     "sluice.exporter",
     "sluice.fetch",
+    "sluice.inbox",
     "sluice.ingest",
     "sluice.metrics",
     "sluice.preferences",

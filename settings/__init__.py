@@ -78,7 +78,8 @@ WSGI_APPLICATION = "settings.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # The demo project's own templates: its admin shows the inbox bell (admin/base_site.html), as a host's would.
+        "DIRS": [BASE_DIR / "settings" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

@@ -9,7 +9,7 @@ from sluice_tools.bench.common import bench_redis, write_json
 
 
 class Command(BaseCommand):
-    help = "Run a benchmark: admission, gate, incident, soak, kills, folds, providers, batches, preferences."
+    help = "Run a benchmark: admission, gate, incident, soak, kills, folds, providers, batches, preferences, inbox."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="name", required=True)
@@ -86,6 +86,11 @@ class Command(BaseCommand):
         batches.add_argument("--seconds", type=float, default=25.0, help="how long critical events arrive")
         batches.add_argument("--rate", type=float, default=4.0, help="critical events a second")
         batches.add_argument("--flood", type=int, default=60_000, help="background messages drained meanwhile")
+        inbox = sub.add_parser(
+            "inbox", help="GET /api/inbox/unread/ through gunicorn: polls/s and p99 against /healthz"
+        )
+        inbox.add_argument("--seconds", type=float, default=10.0, help="how long each endpoint is polled")
+        inbox.add_argument("--clients", type=int, default=8, help="polling clients at once, each on its connection")
         for command in sub.choices.values():
             command.add_argument("--json", dest="json_path", help="also write the figures to this file")
 
@@ -157,6 +162,17 @@ class Command(BaseCommand):
         from sluice_tools.bench import preferences_put
 
         return preferences_put.run(redis_url, self.stdout)
+
+    def bench_inbox(self, redis_url, seconds, clients, **options):
+        from sluice_tools.bench import inbox_poll
+
+        result = inbox_poll.run(redis_url, self.stdout, seconds, clients)
+        self.stdout.write(
+            f"unread count: {result['unread_200']['polls_per_s']} polls/s, p99 {result['unread_200']['p99_ms']} ms "
+            f"({result['unread_vs_healthz_rate']}x /healthz's rate, {result['healthz']['polls_per_s']}/s); with its "
+            f"ETag (304): {result['unread_304']['polls_per_s']}/s, p99 {result['unread_304']['p99_ms']} ms"
+        )
+        return result
 
     def bench_folds(self, redis_url, events, users, max_fold_bytes=None, **options):
         from sluice_tools.bench import folds

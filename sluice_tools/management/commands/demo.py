@@ -57,6 +57,7 @@ class Command(BaseCommand):
             self.stdout.write("database migrated")
             password = secrets.token_urlsafe(9)
             self._admin_user(password)
+            self._fill_inbox()
             urls = self._services(url, password, started)
             if scale > 0:
                 self._replay(url, scale)
@@ -98,6 +99,26 @@ class Command(BaseCommand):
         admin.is_staff = admin.is_superuser = True
         admin.set_password(password)
         admin.save()
+
+    def _fill_inbox(self):
+        """A few items in the admin's inbox, so the bell in the admin's pages has something to show: twenty
+        comments on one task fold into one item."""
+        import uuid
+
+        from notifications.channels.base import Message
+        from notifications.inbox.channel import InboxChannel
+
+        admin = get_user_model().objects.get(username="admin")
+        events = [("task.comment", "task-7", "Quarterly report")] * 20 + [
+            ("task.assigned", "task-8", "Budget review"),
+            ("meeting.invitation", "meeting-3", "Planning, Monday 10:00"),
+        ]
+        channel = InboxChannel("inbox")
+        for kind, entity, title in events:
+            channel.send(
+                Message(uuid.uuid4().hex, "inbox", kind, "", admin.pk, entity, "", "", payload={"title": title})
+            )
+        self.stdout.write(f"{len(events)} events in the admin's inbox (the bell in the admin's pages)")
 
     def _services(self, url, password, started):
         """The web admin, beat, the exporter and Flower (with basic auth)."""

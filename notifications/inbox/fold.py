@@ -1,0 +1,123 @@
+"""Write a send into the inbox: fold it into the user's unread item of the same kind and entity, or add a row, and
+keep the user's inbox within SLUICE_INBOX["max_items"] (oldest read items pruned first)."""
+
+import logging
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.db.models import Case, F, IntegerField, Value, When
+from django.template.loader import select_template
+
+from pipeline import metrics
+from pipeline.conf import sluice_settings
+from pipeline.text import single_line
+
+from ..channels.base import PermanentSendError
+from ..inbox_models import InboxItem
+from ..render import DEFAULT_DIGEST_TEMPLATE, DEFAULT_TEMPLATE, _render, recipient
+
+logger = logging.getLogger("sluice.inbox")
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a send did to the inbox: its item, and whether it made the row (else it folded into it, or was a retry
+    of a send already folded in)."""
+
+    item: InboxItem
+    created: bool
+    repeated: bool = False
+
+
+def write(message):
+    """Fold ``message`` (a channels.base.Message) into the user's unread item of its kind and entity, or add one."""
+    kind = sluice_settings().kinds[message.kind]
+    for _attempt in range(3):
+        try:
+            with transaction.atomic():
+                written = _fold_or_create(kind, message)
+            break
+        except IntegrityError:
+            # Another worker created the unread row at the same moment (the unique constraint): fold into it.
+            continue
+    else:
+        raise IntegrityError(f"inbox: could not write {message.kind} {message.entity_id!r} after three tries")
+    if not written.repeated:
+        metrics.count(metrics.inbox_items_field(message.kind, "created" if written.created else "folded"))
+    return written
+
+
+def _fold_or_create(kind, message):
+    unread = InboxItem.objects.select_for_update().filter(
+        user_id=message.user_id,
+        kind=message.kind,
+        entity_id=message.entity_id,
+        read_at__isnull=True,
+        archived_at__isnull=True,
+    )
+    item = unread.first()
+    if item is not None and item.last_notification == message.id:
+        return Written(item, created=False, repeated=True)  # a retried send, folded in already
+    if item is None:
+        if not get_user_model()._default_manager.filter(pk=message.user_id).exists():
+            raise PermanentSendError("the user is gone")
+        item = InboxItem(user_id=message.user_id, kind=message.kind, entity_id=message.entity_id)
+    created = item.pk is None
+    if created:
+        item.count = message.count
+    else:
+        # Added in the database, not in Python: two folds at once on a database without row locks (SQLite) still
+        # add up.
+        InboxItem.objects.filter(pk=item.pk).update(count=F("count") + message.count)
+        item.refresh_from_db(fields=["count"])
+    item.payload = message.payload or {}
+    item.last_notification = message.id or ""
+    item.title, item.body = render(kind, item)
+    item.url = _url(kind, message)
+    # Never the count of a folded item: saved from memory it could undo a fold that came in meanwhile.
+    item.save(update_fields=None if created else ["payload", "last_notification", "title", "body", "url", "updated_at"])
+    if created:
+        prune_over_bound(message.user_id)
+    return Written(item, created=created)
+
+
+def render(kind, item):
+    """(title, body) of an item: sluice/inbox/<kind>.txt, else the kind's own template (its digest template once
+    several events folded in), with ``count`` the events it stands for."""
+    slug = kind.name.replace(".", "_")
+    if item.count > 1:
+        names = [f"sluice/inbox/{slug}.txt", kind.digest_template, DEFAULT_DIGEST_TEMPLATE]
+    else:
+        names = [f"sluice/inbox/{slug}.txt", kind.template, DEFAULT_TEMPLATE]
+    context = {
+        "kind": kind.name,
+        "entity_id": item.entity_id,
+        "payload": item.payload,
+        "count": item.count,
+        "user": recipient(item.user_id),
+    }
+    title, _, body = _render(select_template(names), context).strip().partition("\n")
+    return single_line(title)[:300], body.strip()
+
+
+def _url(kind, message):
+    if not kind.url:
+        return ""
+    return kind.url.format(entity_id=message.entity_id, kind=message.kind)[:500]
+
+
+def prune_over_bound(user_id):
+    """Delete the user's items past SLUICE_INBOX["max_items"]: read or archived ones first, oldest first, then the
+    oldest unread. Return how many went."""
+    limit = sluice_settings().inbox["max_items"]
+    items = InboxItem.objects.filter(user_id=user_id)
+    over = items.count() - limit
+    if over <= 0:
+        return 0
+    unread = When(read_at__isnull=True, archived_at__isnull=True, then=Value(1))
+    unread_last = Case(unread, default=Value(0), output_field=IntegerField())
+    doomed = list(items.order_by(unread_last, F("updated_at").asc(), "id").values_list("pk", flat=True)[:over])
+    deleted = InboxItem.objects.filter(pk__in=doomed).delete()[0]
+    metrics.count(metrics.INBOX_PRUNED, deleted)
+    return deleted

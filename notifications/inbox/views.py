@@ -1,0 +1,194 @@
+"""The inbox API for the host's pages: list, unread count, mark read, archive; the signed-in user's own items.
+
+Session authentication and Django's CSRF protection, as /api/preferences/: a POST needs the CSRF token. Input is
+bounded (a body of at most BODY_LIMIT bytes, at most MAX_IDS ids, pages of at most MAX_PAGE items) and each user may
+change their inbox CHANGE_BURST times at once and CHANGE_RATE_PER_S times a second after that (429 past it).
+
+The unread count is what every page load and every poll asks: it reads the user's id from the session and the
+count from Redis (notifications.inbox.unread), never the user row nor an item, and answers 304 to a poll whose
+If-None-Match still holds.
+"""
+
+import json
+import math
+
+from django.contrib.auth import SESSION_KEY, get_user_model
+from django.db.models import Q
+from django.http import HttpResponse, JsonResponse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+from redis.exceptions import RedisError
+
+from pipeline import keys, metrics
+
+from ..inbox_models import InboxItem
+from ..ingest.ratelimit import take_from
+from . import unread
+
+BODY_LIMIT = 16 * 1024
+MAX_IDS = 200
+MAX_PAGE = 100
+DEFAULT_PAGE = 20
+# A person clicks: twenty changes at once, then five a second.
+CHANGE_BURST = 20
+CHANGE_RATE_PER_S = 5
+
+
+class BadRequest(Exception):
+    """A 400: the field it names, and why."""
+
+    def __init__(self, field, detail):
+        super().__init__(detail)
+        self.field, self.detail = field, detail
+
+
+def _json(status, body, headers=None):
+    response = JsonResponse(body, status=status)
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def _unauthorized():
+    return _json(401, {"error": "unauthorized", "detail": "sign in first"})
+
+
+def _unavailable(exc):
+    detail = f"Redis is unavailable ({type(exc).__name__}); retry"
+    return _json(503, {"error": "unavailable", "detail": detail}, {"Retry-After": "5"})
+
+
+@require_GET
+def unread_count(request):
+    """GET /api/inbox/unread/: {"unread": n}, with an ETag; 304 when the poll's If-None-Match still holds."""
+    user_id = session_user_id(request)
+    if user_id is None:
+        return _unauthorized()
+    try:
+        count, version = unread.read(user_id)
+    except RedisError as exc:
+        return _unavailable(exc)
+    etag = f'"{version}.{count}"'
+    headers = {"ETag": etag, "Cache-Control": "private, no-cache"}
+    if etag in request.headers.get("If-None-Match", ""):
+        response = HttpResponse(status=304)
+        for name, value in headers.items():
+            response[name] = value
+        return response
+    return _json(200, {"unread": count}, headers)
+
+
+def session_user_id(request):
+    """The signed-in user's id from the session, without loading the user (the poll's one lookup is the session's);
+    None when nobody is signed in."""
+    raw = request.session.get(SESSION_KEY)
+    if raw is None:
+        return None
+    try:
+        return get_user_model()._meta.pk.to_python(raw)
+    except Exception:  # noqa: BLE001 - a session of another user model: nobody signed in here
+        return None
+
+
+@require_GET
+def items(request):
+    """GET /api/inbox/?unread=1&kind=<kind>&before=<id>&limit=<n>: the user's items, newest first, not archived;
+    "next" is the ``before`` of the next page (null on the last)."""
+    if not request.user.is_authenticated:
+        return _unauthorized()
+    try:
+        limit = _int(request.GET.get("limit", DEFAULT_PAGE), "limit", 1, MAX_PAGE)
+        before = request.GET.get("before")
+        before = None if before in (None, "") else _int(before, "before", 1)
+    except BadRequest as exc:
+        return _json(400, {"error": "invalid", "field": exc.field, "detail": exc.detail})
+    rows = InboxItem.objects.filter(user=request.user, archived_at__isnull=True)
+    if request.GET.get("unread") in ("1", "true"):
+        rows = rows.filter(read_at__isnull=True)
+    if request.GET.get("kind"):
+        rows = rows.filter(kind=request.GET["kind"][:100])
+    if before is not None:
+        rows = rows.filter(pk__lt=before)
+    page = list(rows.order_by("-pk")[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    try:
+        count, _version = unread.read(request.user.pk)
+    except RedisError as exc:
+        return _unavailable(exc)
+    return _json(
+        200, {"items": [item.as_json() for item in page], "next": page[-1].pk if more else None, "unread": count}
+    )
+
+
+@require_POST
+def mark_read(request):
+    """POST /api/inbox/read/ {"ids": [..]} or {"up_to": id}: mark those items read, or every unread item up to and
+    including ``up_to`` (the newest the page showed: "mark all read" never marks one that arrived since)."""
+    return _change(request, "read_at", allow_up_to=True)
+
+
+@require_POST
+def archive(request):
+    """POST /api/inbox/archive/ {"ids": [..]}: archive those items (they leave the list and the count)."""
+    return _change(request, "archived_at", allow_up_to=False)
+
+
+def _change(request, field, allow_up_to):
+    if not request.user.is_authenticated:
+        return _unauthorized()
+    user_id = request.user.pk
+    try:
+        wait = take_from(keys.inbox_rate(user_id), CHANGE_RATE_PER_S, CHANGE_BURST)
+    except RedisError as exc:
+        return _unavailable(exc)
+    if wait:
+        detail = f"at most {CHANGE_BURST} changes at once, then {CHANGE_RATE_PER_S} a second"
+        return _json(429, {"error": "rate_limited", "detail": detail}, {"Retry-After": str(math.ceil(wait))})
+    try:
+        which = _selection(request, allow_up_to)
+    except BadRequest as exc:
+        return _json(400, {"error": "invalid", "field": exc.field, "detail": exc.detail})
+    # Read: the unread ones (an archived item is out of the count already); archive: the ones not archived yet.
+    rows = InboxItem.objects.filter(which, user_id=user_id, read_at__isnull=True, archived_at__isnull=True)
+    if field == "archived_at":
+        rows = InboxItem.objects.filter(which, user_id=user_id, archived_at__isnull=True)
+    changed = rows.update(**{field: timezone.now()})
+    if field == "read_at" and changed:
+        metrics.count(metrics.INBOX_READS, changed)
+    try:
+        count = unread.refresh(user_id)
+    except RedisError as exc:
+        return _unavailable(exc)
+    return _json(200, {"changed": changed, "unread": count})
+
+
+def _selection(request, allow_up_to):
+    if request.content_type != "application/json":
+        raise BadRequest("", "send JSON, as Content-Type: application/json")
+    if len(request.body) > BODY_LIMIT:
+        raise BadRequest("", f"the body is over {BODY_LIMIT} bytes")
+    try:
+        body = json.loads(request.body)
+    except ValueError as exc:
+        raise BadRequest("", f"the body is not valid JSON: {exc}") from None
+    fields = {"ids", "up_to"} if allow_up_to else {"ids"}
+    if not isinstance(body, dict) or len(body) != 1 or set(body) - fields:
+        raise BadRequest("", f"the body must be an object of exactly one of {sorted(fields)}")
+    if "up_to" in body:
+        return Q(pk__lte=_int(body["up_to"], "up_to", 1))
+    ids = body["ids"]
+    if not isinstance(ids, list) or not ids or len(ids) > MAX_IDS:
+        raise BadRequest("ids", f"must be a list of 1 to {MAX_IDS} item ids")
+    return Q(pk__in=[_int(value, f"ids[{index}]", 1) for index, value in enumerate(ids)])
+
+
+def _int(value, field, minimum, maximum=None):
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise BadRequest(field, f"must be an integer, got {value!r}") from None
+    if isinstance(value, bool) or isinstance(value, float) or number < minimum or (maximum and number > maximum):
+        upper = f" and <= {maximum}" if maximum else ""
+        raise BadRequest(field, f"must be an integer >= {minimum}{upper}, got {value!r}")
+    return number

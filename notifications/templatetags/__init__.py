@@ -1,0 +1,1 @@
+"""Sluice's template tag libraries."""

@@ -1,0 +1,60 @@
+"""The inbox's settings: SLUICE_INBOX and a kind's ``url`` and ``escalate`` options, validated for pipeline.conf."""
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .validate import mapping, positive_int
+
+DEFAULT_INBOX = {"max_items": 500, "retention_days": 90}
+#: The inbox channel's backend: a kind escalates only from an inbox, so it must have a channel with it.
+INBOX_BACKEND = "notifications.inbox.channel.InboxChannel"
+
+
+def inbox(raw):
+    """SLUICE_INBOX: the most items a user keeps, and how many days an item untouched since is kept."""
+    conf = {**DEFAULT_INBOX, **mapping(raw, "SLUICE_INBOX")}
+    extra = set(conf) - set(DEFAULT_INBOX)
+    if extra:
+        raise ImproperlyConfigured(f"SLUICE_INBOX has unknown keys {sorted(extra)}")
+    return {name: positive_int(conf[name], f"SLUICE_INBOX['{name}']") for name in DEFAULT_INBOX}
+
+
+def url_template(raw, setting):
+    """A kind's ``url``: where its inbox item links to, a str.format template of entity_id and kind ("" for none)."""
+    if not isinstance(raw, str) or len(raw) > 500:
+        raise ImproperlyConfigured(f"{setting} must be a string of up to 500 characters, got {raw!r}")
+    # Never a scheme of the entity's choosing ("{entity_id}" alone could make a javascript: link in the bell).
+    if raw and not raw.startswith(("/", "https://", "http://")):
+        raise ImproperlyConfigured(f"{setting} must start with '/', 'https://' or 'http://', got {raw!r}")
+    try:
+        raw.format(entity_id="x", kind="x")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ImproperlyConfigured(f"{setting} may use only {{entity_id}} and {{kind}}, got {raw!r} ({exc})") from None
+    return raw
+
+
+def escalate(raw, setting, kind_channels, channels):
+    """A kind's ``escalate``: ``{"after_s": 900, "channels": ["email"]}`` -> (after_s, channels), or None.
+
+    The kind must send to an inbox (a channel whose backend is the inbox's), and the escalation's channels must be
+    other channels of SLUICE_CHANNELS: an unread item is sent there once."""
+    if raw is None:
+        return None
+    raw = mapping(raw, setting)
+    if set(raw) != {"after_s", "channels"}:
+        raise ImproperlyConfigured(f"{setting} takes exactly 'after_s' and 'channels', got {sorted(raw)}")
+    after_s = positive_int(raw["after_s"], f"{setting}['after_s']")
+    names = raw["channels"]
+    if not isinstance(names, (list, tuple)) or not names or not all(isinstance(n, str) for n in names):
+        raise ImproperlyConfigured(f"{setting}['channels'] must be a non-empty list of channel names, got {names!r}")
+    missing = [name for name in names if name not in channels]
+    if missing:
+        raise ImproperlyConfigured(f"{setting}['channels'] names channels not in SLUICE_CHANNELS: {missing}")
+    inboxes = [name for name in kind_channels if channels[name].backend == INBOX_BACKEND]
+    if not inboxes:
+        raise ImproperlyConfigured(
+            f"{setting} needs an inbox channel among the kind's channels (backend {INBOX_BACKEND})"
+        )
+    looping = [name for name in names if channels[name].backend == INBOX_BACKEND]
+    if looping:
+        raise ImproperlyConfigured(f"{setting}['channels'] cannot name an inbox channel: {looping}")
+    return after_s, tuple(names)
