@@ -17,7 +17,7 @@ import uuid
 from django.utils import timezone
 
 from pipeline import keys, metrics
-from pipeline.admission import PUSHED, push
+from pipeline.bounded_push import PUSHED, push
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.message import event_kwargs_json, send_message
 from pipeline.store import class_redis

@@ -6,7 +6,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from pipeline import metrics
-from pipeline.celery import app
+from pipeline.celery import task
 from pipeline.conf import sluice_settings
 
 from ..inbox_models import InboxItem
@@ -19,7 +19,7 @@ ESCALATE_TASK = "sluice.inbox.escalate"
 PRUNE_BATCH = 1000
 
 
-@app.task(name=ESCALATE_TASK, ignore_result=True)
+@task(name=ESCALATE_TASK, ignore_result=True)
 def escalate():
     """Send the due escalations of unread items (notifications.inbox.escalation); return what it did."""
     totals = escalation.drain()
@@ -28,7 +28,7 @@ def escalate():
     return totals
 
 
-@app.task(name=PRUNE_TASK, ignore_result=True)
+@task(name=PRUNE_TASK, ignore_result=True)
 def prune():
     """Delete the items untouched for SLUICE_INBOX["retention_days"], in batches, and recount their users' unread
     counts; return how many went."""

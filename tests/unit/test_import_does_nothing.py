@@ -131,6 +131,8 @@ def test_the_apps_declare_their_tasks_and_the_app_is_built_on_first_use():
     assert tasks == [
         "sluice.delivery.prune",
         "sluice.digest.flush",
+        "sluice.inbox.escalate",
+        "sluice.inbox.prune",
         "sluice.overflow.drain",
         "sluice.send.background",
         "sluice.send.critical",
