@@ -2,7 +2,8 @@
 
 Critical takes tokens first. While a critical send waits on a channel, and for a hold window after
 the last one, routine and background wait before each of their sends (routine keeps a minimum
-share). A waiting sender holds no token and sleeps as long as the gate says, never spinning.
+share). A waiting sender holds no token and sleeps as long as the gate says, never spinning. The send claim
+can ride in the gate's script (hold's ``claim``) when both live on one Redis: one round trip for the two.
 """
 
 import dataclasses
