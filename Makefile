@@ -66,7 +66,7 @@ clean:
 	rm -rf $(VENV) $(AUDIT_VENV) $(BUILD_VENV) $(DJANGO6_VENV) sluice.sqlite3 dist build *.egg-info
 
 bench: $(STAMP)
-	$(DEMO_KEY) $(BIN)/python manage.py bench incident --scale 1.0 --out docs --json docs/bench.json
+	$(DEMO_KEY) $(BIN)/python manage.py bench incident --scale 1.0 --out docs/reports --json docs/reports/bench.json
 
 # --- The latest Django line (6.x) ---
 # The fast tests on Django 6 from a second virtualenv, .venv-django6: the development lock with Django overridden,

@@ -7,7 +7,7 @@ import yaml
 
 from sluice_tools.processes import ROOT
 
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "helm" / "sluice" / "README.md"]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), ROOT / "helm" / "sluice" / "README.md"]
 
 
 def project():
