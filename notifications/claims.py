@@ -2,10 +2,11 @@
 
 import logging
 import math
+from contextlib import contextmanager
 
 from redis.exceptions import RedisError
 
-from pipeline import keys, marks, metrics
+from pipeline import gate, keys, marks, metrics
 from pipeline.celery import get_app
 from pipeline.store import class_redis, script
 
@@ -35,15 +36,46 @@ def claim(message, published_at=None):
     """Claim the send of ``message`` on its channel: True when this worker now owns it, False when it already went
     out (counted as a duplicate); raises ClaimedElsewhere while another worker holds the claim. ``published_at``
     (when the message was first published) narrows the mark buckets looked in: its mark cannot be older."""
+    claim_keys, claim_args = _claim_call(message, published_at)
+    return _answer(message, *script("claim_send", on=class_redis(message.klass))(keys=claim_keys, args=claim_args))
+
+
+@contextmanager
+def gated_claim(message, published_at=None, max_wait_s=None):
+    """Pass the channel's gate and claim the send (claim's answer for the ``with`` block), holding the gate's slot
+    for the block; raises gate.GateTimeout when the gate had no room in ``max_wait_s`` (by default the gate's own
+    limit for the class), ClaimedElsewhere as claim does.
+
+    One round trip when the class's Redis is the gates' (one Redis for everything, the default; or critical's
+    own): the claim is looked at first, so a send held or done elsewhere takes no room at the gate, and taken with
+    the grant. A class on a Redis of its own passes the gate, then claims: two round trips.
+    """
+    request = gate.ask(message.channel, message.klass, message.payload, max_wait_s)
+    if request is None:
+        yield claim(message, published_at)
+    elif not gate.on_redis_of(message.klass):
+        with gate.hold(request):
+            yield claim(message, published_at)
+    else:
+        with gate.hold(request, claim=_claim_call(message, published_at)) as (state, left_ms):
+            yield _answer(message, state, left_ms)
+
+
+def _claim_call(message, published_at):
+    """claim_send.lua's keys (the claim, then the mark buckets its mark may be in) and arguments."""
     mark = marks.field(message.id, message.channel)
-    previous, left_ms = script("claim_send", on=class_redis(message.klass))(
-        keys=[keys.sent(message.id, message.channel), *marks.candidates(mark, since=published_at)],
-        args=[claim_ttl(), mark],
+    return (
+        [keys.sent(message.id, message.channel), *marks.candidates(mark, since=published_at)],
+        [claim_ttl(), mark],
     )
-    if previous == b"sent":
+
+
+def _answer(message, state, left_ms):
+    """claim's answer from the script's reply: True (claimed), False (a duplicate), or ClaimedElsewhere."""
+    if state == b"sent":
         metrics.count(metrics.sent_field(message.channel, message.klass, "duplicate"), klass=message.klass)
         return False
-    if previous == b"sending":
+    if state == b"sending":
         expires_in_s = max(1, math.ceil(left_ms / 1000)) if left_ms > 0 else claim_ttl()
         raise ClaimedElsewhere(f"{message.id} on {message.channel} is being sent elsewhere", expires_in_s)
     return True

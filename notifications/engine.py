@@ -1,7 +1,8 @@
 """The one send engine: every send task hands it a batch of messages, and a single send is a batch of one.
 
-Message by message and in order, each channel's send passes the same rules: expiry (never sent late), the channel's
-gate (per message, never per batch), the send claim (once per notification and channel), the send's deadline, the
+Message by message and in order, each channel's send passes the same rules: expiry (never sent late), the send claim
+(once per notification and channel) and the channel's gate (per message, never per batch), both in one round trip
+when they share a Redis (notifications.claims.gated_claim), the send's deadline, the
 providers (notifications.failover, one call for the claimed sends of a channel that sends in bulk), and its end
 (marked sent and counted). Each message then ends on its own (notifications.endings): done, retried, back at the end
 of its queue, dead-lettered, or requeued. When the gate does not grant a send at once, the sends waiting go out
@@ -19,7 +20,7 @@ from pipeline.conf import sluice_settings
 
 from . import endings, expiry, failover
 from .channels.base import Message, PermanentSendError
-from .claims import ClaimedElsewhere, claim, claim_ttl, describe, record_end
+from .claims import ClaimedElsewhere, claim_ttl, describe, gated_claim, record_end
 from .endings import Ended
 from .render import recipient, render
 
@@ -112,12 +113,12 @@ class Batch:
                 # Never sent late: a sign-in code that arrives after it expired is worse than none.
                 item.expired.append(message.channel)
                 continue
-            if not self.admit(index, message):
+            try:
+                claimed = self.admit(index, message)
+            except gate.GateTimeout:
                 item.gate_timeout = True
                 self.give_back_after(index)
                 return
-            try:
-                claimed = claim(message, item.attempt.published_at)
             except ClaimedElsewhere as exc:
                 item.held_back = exc
                 return
@@ -132,26 +133,25 @@ class Batch:
                     self.flush()
 
     def admit(self, index, message):
-        """Pass the channel's gate for one message: at once, or after the sends waiting went out. Critical on the
-        channel sends the messages after this one back to the queue. False when the gate had no room in time."""
-        channel, klass, payload = message.channel, message.klass, message.payload
+        """Pass the channel's gate for one message and claim its send (claims.gated_claim: one round trip on one
+        Redis), at once or after the sends waiting went out; claim's answer. Critical on the channel sends the
+        messages after this one back to the queue. Raises gate.GateTimeout when the gate had no room in time, and
+        ClaimedElsewhere."""
+        published_at = self.items[index].attempt.published_at
         if self.pending or self.can_give_back(index):
             try:
-                self.slots.enter_context(gate.slot(channel, klass, payload, max_wait_s=0))
-                return True
+                return self.slots.enter_context(gated_claim(message, published_at, max_wait_s=0))
             except gate.GateTimeout:
                 pass
             # Whatever holds the gate, the sends already claimed do not wait with this one.
             self.flush()
-            channel_gate = sluice_settings().channels[channel].gate
-            if self.can_give_back(index) and fetch.critical_active(channel, gate.partition_of(channel_gate, payload)):
+            channel_gate = sluice_settings().channels[message.channel].gate
+            if self.can_give_back(index) and fetch.critical_active(
+                message.channel, gate.partition_of(channel_gate, message.payload)
+            ):
                 self.critical_seen = True
                 self.give_back_after(index)
-        try:
-            self.slots.enter_context(gate.slot(channel, klass, payload, max_wait_s=gate_wait(message)))
-            return True
-        except gate.GateTimeout:
-            return False
+        return self.slots.enter_context(gated_claim(message, published_at, max_wait_s=gate_wait(message)))
 
     def can_give_back(self, index):
         """Whether the batch may still give back messages after ``index``: it has taken some, or may take."""

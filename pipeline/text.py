@@ -39,7 +39,11 @@ def _breaks(char):
 
 def single_line(text):
     """``text`` as one header-safe line: escape sequences removed, every other control character a space."""
-    text = _ESCAPE_SEQUENCE.sub("", str(text))
+    text = str(text)
+    if text.isascii() and text.isprintable():
+        # The common case, checked in C: printable ASCII has no control character, escape or line separator.
+        return " ".join(text.split())
+    text = _ESCAPE_SEQUENCE.sub("", text)
     return " ".join("".join(" " if _breaks(c) else c for c in text).split())
 
 
