@@ -2,7 +2,7 @@
 
 sluice.E001  a SLUICE_ setting is missing or wrong (SLUICE_REDIS_URL included); the message names it.
 sluice.E003  the project's own beat would also run Sluice's periodic tasks, on the project's broker.
-sluice.E004  (database) a periodic task that Sluice needs is missing or disabled: digests would never go out.
+sluice.E004  (database) a periodic task Sluice needs is missing or disabled: digests or escalations never go out.
 sluice.W001  SLUICE_KINDS declares no kinds: notify() accepts nothing.
 """
 
@@ -16,7 +16,12 @@ PLAIN_DATABASE_SCHEDULERS = (
     "django_celery_beat.schedulers.DatabaseScheduler",
 )
 #: The periodic tasks Sluice's data migration creates, by task name.
-PERIODIC_TASKS = ("sluice.digest.flush", "sluice.overflow.drain")
+#: The periodic tasks Sluice cannot do without, and the app whose data migration creates each.
+PERIODIC_TASKS = {
+    "sluice.digest.flush": "sluice_digest",
+    "sluice.overflow.drain": "sluice_digest",
+    "sluice.inbox.escalate": "sluice_notifications",
+}
 
 
 @register()
@@ -54,7 +59,8 @@ def check_settings(app_configs=None, **kwargs):
 
 @register(Tags.database)
 def check_periodic_tasks(app_configs=None, databases=None, **kwargs):
-    """sluice.E004: the digest flush and the overflow drain exist in django-celery-beat's tables, enabled."""
+    """sluice.E004: the digest flush, the overflow drain and the inbox escalations exist in django-celery-beat's
+    tables, enabled."""
     if not databases:
         return []
     from django_celery_beat.models import PeriodicTask
@@ -66,9 +72,13 @@ def check_periodic_tasks(app_configs=None, databases=None, **kwargs):
     errors = []
     for task in PERIODIC_TASKS:
         if task not in present:
-            problem, hint = "is missing", "Run `manage.py migrate sluice_digest` (its data migration creates it)."
+            problem = "is missing"
+            hint = f"Run `manage.py migrate {PERIODIC_TASKS[task]}` (its data migration creates it)."
         elif not present[task]:
-            problem, hint = "is disabled", "Enable it in the admin (Periodic tasks), or digests never go out."
+            problem, hint = (
+                "is disabled",
+                "Enable it in the admin (Periodic tasks), or digests or escalations never go out.",
+            )
         else:
             continue
         errors.append(Error(f"the periodic task {task!r} {problem}", hint=hint, id="sluice.E004"))

@@ -30,9 +30,11 @@ def celery_queue_settings():
     """Celery settings that declare exactly the three class queues and route to them."""
     queues = sluice_settings().queues
     routes = {send_task_name(k): {"queue": queues[k].name} for k in CLASSES}
-    # Control work (flush, overflow drain) must not wait behind the backlog it relieves; the critical
-    # pool is sized for latency and mostly idle, so it runs these short Redis-only tasks at once.
-    routes["sluice.digest.flush"] = routes["sluice.overflow.drain"] = {"queue": queues["critical"].name}
+    # Control work (flush, overflow drain, inbox escalations) must not wait behind the backlog it relieves or the
+    # background flood it would sit in; the critical pool is sized for latency and mostly idle, so it runs these
+    # short, bounded tasks at once.
+    for control in ("sluice.digest.flush", "sluice.overflow.drain", "sluice.inbox.escalate"):
+        routes[control] = {"queue": queues["critical"].name}
     return {
         "task_queues": tuple(Queue(queues[k].name, routing_key=queues[k].name) for k in CLASSES),
         # Anything unrouted lands on a watched, ceilinged queue, never on an unwatched "celery".

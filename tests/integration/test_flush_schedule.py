@@ -18,6 +18,7 @@ def schedule_at_60(transactional_db, settings):
 
     settings.SLUICE_DIGEST = {"flush_interval_s": 60, "max_keys": 200}
     import_module("digest.migrations.0001_beat_schedule").create(apps, None)
+    import_module("notifications.migrations.0007_inbox").create(apps, None)  # beat refuses to start without it
     return settings
 
 
