@@ -27,7 +27,7 @@ STEP = 500
 CHUNK = 200
 #: What the bound allows for one scan's own time. Measured far below it with 20 pods killed at once
 #: (docs/reliability.md); it is part of the "sent" marks' lifetime (pipeline.marks).
-SCAN_ALLOWANCE_S = 5.0
+SCAN_ALLOWANCE_S = 2.0
 #: The lock is a little shorter than the interval between a worker's scans, so a timer that fires a few
 #: milliseconds early never finds its own last lock still there and skips a turn.
 LOCK_SHARE = 0.9
