@@ -90,11 +90,13 @@ def send_batch(attempt, size):
 
 
 def end_or_retire(consumer, end, items):
-    """End the taken messages with ``end``; when that fails (Redis went away), retire this batch consumer: it stops
-    saying it is alive, so a reaper puts back what it still holds, and this thread's next batch takes under a new
-    identity. Without that, the next batch's heartbeat would keep those messages held forever."""
+    """End the taken messages with ``end`` and take the consumer out of the reaper's registry; when that fails (Redis
+    went away), retire this batch consumer: it stops saying it is alive, so a reaper puts back what it still holds,
+    and this thread's next batch takes under a new identity. Without that, the next batch's heartbeat would keep
+    those messages held forever."""
     try:
         end(consumer, items)
+        consumer.release()
     except BaseException:
         fetch.retire(consumer)
         raise

@@ -1,10 +1,12 @@
 """Batch fetch: a send task takes more messages of its queue at once, reliably, and acks or gives back each one.
 
 The messages a batch takes move, in one step (batch_take.lua), from the queue into a processing list of a batch
-consumer registered with the reliable fetch's reaper (pipeline.transport). The consumer keeps a heartbeat while the
-batch runs; a worker killed mid-batch stops it, and any worker's reaper moves what the batch held back to the queue.
-Each message leaves the processing list on its own: acked once it was handled (sent, retried or dead-lettered), or
-given back to the end of the queue workers take from next when the batch did not start it.
+consumer, registered with the reliable fetch's reaper (pipeline.reaper) in that same step, and only when it took
+something: a consumer that holds nothing is not in the reaper's registry, so idle threads cost a reaper nothing. The
+consumer keeps a heartbeat while the batch runs; a worker killed mid-batch stops it, and any worker's reaper moves
+what the batch held back to the queue. Each message leaves the processing list on its own: acked once it was handled
+(sent, retried or dead-lettered), or given back to the end of the queue workers take from next when the batch did
+not start it. Once the batch has ended every message, release() takes the consumer out of the registry.
 """
 
 import os
@@ -13,7 +15,7 @@ import threading
 import time
 import uuid
 
-from . import keys
+from . import keys, reaper
 from .conf import CLASSES, sluice_settings
 from .store import class_redis, get_redis, script, shared_redis
 
@@ -38,6 +40,8 @@ class BatchConsumer:
         self._alive_at = float("-inf")
         # The Redis of the queue its batches take from (a worker serves one class's Redis).
         self.client = None
+        # The source lists it is registered with while it holds messages; None while it holds nothing.
+        self.sources = None
 
     def take(self, queue, count):
         """Move up to ``count`` messages of ``queue`` (its priority sub-lists included) into this consumer's
@@ -58,13 +62,15 @@ class BatchConsumer:
             args=[count, int(dead_after_s() * 1000), self.id],
         )
         self._alive_at = time.monotonic()
+        if reply:
+            self.sources = sources
         return [(reply[i].decode(), reply[i + 1]) for i in range(0, len(reply), 2)]
 
     def alive(self):
-        """Renew the heartbeat while a batch runs; at most every quarter of the dead-after time."""
+        """Renew the heartbeat while a batch holds messages; at most every quarter of the dead-after time."""
         now = time.monotonic()
         ttl_s = dead_after_s()
-        if now - self._alive_at < ttl_s / 4:
+        if self.sources is None or now - self._alive_at < reaper.interval_s(ttl_s):
             return
         self._alive_at = now
         (self.client or get_redis()).set(keys.fetch_alive(self.id), 1, px=int(ttl_s * 1000))
@@ -88,6 +94,19 @@ class BatchConsumer:
             give_back = script("batch_give_back", on=self.client or get_redis())
             back += give_back(keys=[keys.fetch_processing(self.id, source), source], args=raws)
         return back
+
+    def release(self):
+        """Leave the reaper's registry once the batch has acked or given back every message it took. Anything still
+        in a processing list (never, unless a message was taken twice) goes back to its queue first."""
+        if self.sources is None:
+            return
+        # A batch consumer has no delivery tags: kombu never delivered its messages.
+        reaper.release(self.client or get_redis(), self.id, self.sources, restore_tag=_no_tags)
+        self.sources = None
+
+
+def _no_tags(tag):
+    """A batch consumer's tags set stays empty (only the transport's fetch records delivery tags): nothing to do."""
 
 
 def redis_of(queue):

@@ -3,6 +3,7 @@
 sluice.E001  a SLUICE_ setting is missing or wrong (SLUICE_REDIS_URL included); the message names it.
 sluice.E003  the project's own beat would also run Sluice's periodic tasks, on the project's broker.
 sluice.E004  (database) a periodic task Sluice needs is missing or disabled: digests or escalations never go out.
+sluice.E007  the broker settings let a redelivered message come back after its "sent" mark expired (sent twice).
 sluice.W001  SLUICE_KINDS declares no kinds: notify() accepts nothing.
 """
 
@@ -54,7 +55,31 @@ def check_settings(app_configs=None, **kwargs):
                 id="sluice.E003",
             )
         )
+    errors.extend(check_mark_lifetime())
     return errors
+
+
+def check_mark_lifetime():
+    """sluice.E007: the redelivery bound (pipeline.marks) passes the marks' longest lifetime, so a message that
+    comes back that late finds no mark and is sent again."""
+    from . import marks
+
+    bound = marks.redelivery_bound_s()
+    if bound <= marks.MAX_LIFETIME_S:
+        return []
+    terms = marks.bound_terms()
+    parts = ", ".join(f"{name} {value:g} s" for name, value in terms.items())
+    return [
+        Error(
+            f"a redelivered message can come back {bound} s after its send ({parts}, plus "
+            f'{marks.QUEUE_ALLOWANCE_S} s back in its queue), but a "sent" mark lives at most '
+            f"{marks.MAX_LIFETIME_S} s: such a message would be sent twice",
+            hint="Lower SLUICE_CELERY['broker_transport_options']['visibility_timeout'] (or 'fetch_dead_after_s', "
+            "'unacked_restore_interval' x 'unacked_restore_throttle') until the bound is within "
+            f'{marks.MAX_LIFETIME_S} s (docs/reliability.md, "How long a mark lives").',
+            id="sluice.E007",
+        )
+    ]
 
 
 @register(Tags.database)

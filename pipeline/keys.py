@@ -188,10 +188,8 @@ def fetch_consumers():
     return f"{PREFIX}:fetch:consumers"
 
 
-# A consumer's fetch keys are its prefix, fetch_prefix() + consumer, and one of these suffixes. fetch_reap.lua is
-# handed them (FETCH_SUFFIXES, in that order), because it derives the keys of consumers only it finds.
+# A consumer's fetch keys are its prefix, fetch_prefix() + consumer, and one of these suffixes.
 FETCH_ALIVE, FETCH_PROCESSING, FETCH_SOURCES, FETCH_TAGS = ":alive", ":processing:", ":sources", ":tags"
-FETCH_SUFFIXES = (FETCH_ALIVE, FETCH_PROCESSING, FETCH_SOURCES, FETCH_TAGS)
 
 
 def fetch_alive(consumer):
@@ -205,7 +203,7 @@ def fetch_reaper_lock():
 
 
 def fetch_prefix():
-    """Prefix of a consumer's fetch keys; fetch_reap.lua derives the rest from it and FETCH_SUFFIXES."""
+    """Prefix of a consumer's fetch keys (the reaper is handed each key whole: pipeline.reaper)."""
     return f"{PREFIX}:fetch:"
 
 

@@ -4,7 +4,7 @@ import math
 import time
 import zlib
 
-from . import keys
+from . import keys, reaper
 from .celery import get_app
 
 #: Width of a time bucket. A mark lives between lifetime_s() and lifetime_s() + BUCKET_S after its send.
@@ -20,20 +20,35 @@ CLOCK_SKEW_S = 5
 QUEUE_ALLOWANCE_S = 300
 # kombu's defaults: the unacked sweep runs every interval × throttle seconds in a worker's event loop.
 RESTORE_INTERVAL_S, RESTORE_THROTTLE = 10, 10
+#: The longest a mark is kept, whatever the settings say: the marks' memory is sends a second × lifetime × about
+#: 47 bytes, so the lifetime is bounded too. Settings whose redelivery bound passes it fail `check` (sluice.E007).
+MAX_LIFETIME_S = 3600
 
 
-def lifetime_s():
-    """How long a "sent" mark must live: the longest a message fetched before its send can take to come back
-    and reach a worker. That is the visibility timeout plus one unacked sweep (a live worker that could not ack),
-    or the reaper's bound (a dead worker) when longer, plus the time back in the queue."""
+def redelivery_bound_s():
+    """The longest a message fetched before its send can take to come back and reach a worker, from the settings
+    that make it: the visibility timeout plus one unacked sweep (a live worker that could not ack), or the
+    reaper's bound (a dead worker: pipeline.reaper.bound_s) when longer, plus the time back in the queue."""
+    terms = bound_terms()
+    return math.ceil(max(terms["visibility_timeout"] + terms["unacked_sweep"], terms["reaper"]) + QUEUE_ALLOWANCE_S)
+
+
+def bound_terms():
+    """The parts of the redelivery bound, in seconds, by what sets them (sluice.E007 names them)."""
     options = get_app().conf.broker_transport_options or {}
-    visibility = float(options.get("visibility_timeout", 3600))
     sweep = float(options.get("unacked_restore_interval", RESTORE_INTERVAL_S)) * float(
         options.get("unacked_restore_throttle", RESTORE_THROTTLE)
     )
-    dead_after = float(options.get("fetch_dead_after_s", 60))
-    reaper = dead_after + dead_after / 4
-    return math.ceil(max(visibility + sweep, reaper) + QUEUE_ALLOWANCE_S)
+    return {
+        "visibility_timeout": float(options.get("visibility_timeout", 3600)),
+        "unacked_sweep": sweep,
+        "reaper": reaper.bound_s(float(options.get("fetch_dead_after_s", 60))),
+    }
+
+
+def lifetime_s():
+    """How long a "sent" mark lives: the redelivery bound, at most MAX_LIFETIME_S (sluice.E007 fails beyond it)."""
+    return min(redelivery_bound_s(), MAX_LIFETIME_S)
 
 
 def field(notification_id, channel):

@@ -30,7 +30,7 @@ from redis import Redis as RedisClient
 from redis import exceptions as redis_errors
 from redis.sentinel import Sentinel
 
-from . import keys
+from . import keys, reaper
 from .errors import QueueCeilingReached
 from .sentinel import FollowingSentinelPool
 from .store import lua_source
@@ -42,8 +42,7 @@ TESTED_KOMBU = "5.7.0"
 # A consumer that has not said it is alive for this long is dead: its messages go back. Longer than any
 # stall of a live worker's event loop; far shorter than the visibility timeout it replaces for kills.
 DEAD_AFTER_S = 60
-REAP_LIMIT = 10
-SCRIPTS = ("fetch_record", "fetch_reap", "push_capped")
+SCRIPTS = ("fetch_record", "push_capped")
 
 
 class QoS(redis.QoS):
@@ -227,7 +226,8 @@ class Channel(redis.Channel):
         """Say this consumer is alive, and reap dead consumers; at most every quarter of the dead-after time
         unless ``force``. Every fetch also says it is alive; this keeps it so while every slot is busy."""
         now = time.monotonic()
-        if not force and now - self._housekept_at < self.fetch_dead_after_s / 4:
+        # A little less than the interval: the timer firing a hair early must not skip a turn.
+        if not force and now - self._housekept_at < reaper.interval_s(self.fetch_dead_after_s) * reaper.LOCK_SHARE:
             return
         self._housekept_at = now
         lists = lists if lists is not None else self._fetch_lists(self.active_queues)
@@ -237,41 +237,31 @@ class Channel(redis.Channel):
                 for command in self._heartbeat(lists):
                     pipe.execute_command(*command)
                 pipe.execute()
-            self._reap(client, self.scripts(client), "")
+            for dead in reaper.scan(client, self.fetch_dead_after_s, self._restorer(client)):
+                if dead.moved or dead.tags:
+                    logger.warning(
+                        "consumer %s stopped answering: %d fetched and %d unacked messages put back",
+                        dead.consumer,
+                        dead.moved,
+                        len(dead.tags),
+                    )
 
-    def _reap(self, client, scripts, consumer):
-        reaped = scripts["fetch_reap"](
-            keys=[keys.fetch_consumers(), keys.fetch_reaper_lock()],
-            args=[
-                keys.fetch_prefix(),
-                REAP_LIMIT,
-                consumer,
-                int(self.fetch_dead_after_s * 1000 / 4),
-                *keys.FETCH_SUFFIXES,
-            ],
-        )
-        for dead, moved, tags in reaped:
-            for tag in tags:
-                self.qos.restore_by_tag(bytes_to_str(tag), client)
-            if not consumer and (moved or tags):
-                logger.warning(
-                    "consumer %s stopped answering: %d fetched and %d unacked messages put back",
-                    bytes_to_str(dead),
-                    moved,
-                    len(tags),
-                )
+    def _restorer(self, client):
+        return lambda tag: self.qos.restore_by_tag(tag, client)
 
     def close(self):
         transport = self.connection
         super().close()
         if "consumer_id" not in self.__dict__ or transport is None or transport.client is None:
             return
-        # A clean close gives back at once what a reaper would give back later. It runs after kombu's close,
-        # which reads a fetch still pending, and kombu has detached the channel: attach it for this last step.
+        # A clean close gives back at once what a reaper would give back later, and leaves nothing registered. It
+        # runs after kombu's close, which reads a fetch still pending, and kombu has detached the channel: attach
+        # it for this last step.
         self.connection = transport
         try:
             with self.conn_or_acquire() as client:
-                self._reap(client, self.scripts(client), self.consumer_id)
+                sources = [bytes_to_str(s) for s in client.smembers(keys.fetch_sources(self.consumer_id))]
+                reaper.release(client, self.consumer_id, sources, self._restorer(client))
         except self.connection_errors:
             pass  # left to the reaper
         finally:
@@ -310,7 +300,7 @@ class Transport(redis.Transport):
         old = getattr(cycle, "_sluice_housekeeping_tref", None)
         if old is not None:
             old.cancel()
-        interval = connection.client.transport_options.get("fetch_dead_after_s", DEAD_AFTER_S) / 4
+        interval = reaper.interval_s(connection.client.transport_options.get("fetch_dead_after_s", DEAD_AFTER_S))
         # The heartbeat also rides on every fetch; this keeps it going while every slot is busy.
         cycle._sluice_housekeeping_tref = loop.call_repeatedly(interval, _housekeeping, cycle)
 

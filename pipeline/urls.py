@@ -264,8 +264,8 @@ ACL_COMMANDS = (
     "hstrlen",
     # Lists: the queues, the reliable fetch (BLMOVE into a processing list), depth and the oldest message.
     "blmove", "lindex", "llen", "lmove", "lpop", "lpush", "lrange", "lrem", "rpop", "rpush",
-    # Sets: kombu's bindings, the fetch consumers' registry, digest claims.
-    "sadd", "scard", "smembers", "srem",
+    # Sets: kombu's bindings, the fetch consumers' registry (SSCAN walks it, SPOP takes a dead one's tags), claims.
+    "sadd", "scard", "smembers", "spop", "srem", "sscan",
     # Sorted sets: pending digests, claims, dead letters, latency samples, kombu's unacked index.
     "zadd", "zcard", "zcount", "zpopmin", "zrange", "zrangebyscore", "zrem", "zremrangebyscore", "zrevrangebyscore",
     "zscore",

@@ -1,6 +1,7 @@
--- Take up to N messages of a queue into a batch consumer's processing lists, in one step, after registering the
--- consumer with the reliable fetch's reaper (pipeline.transport): a message is always in its queue or in a
--- processing list that a reaper finds once the consumer's heartbeat is gone, never only in a worker's memory.
+-- Take up to N messages of a queue into a batch consumer's processing lists, and register the consumer with the
+-- reliable fetch's reaper (pipeline.reaper) in the same step when it took any: a message is always in its queue or
+-- in a processing list that a reaper finds once the consumer's heartbeat is gone, never only in a worker's memory,
+-- and a consumer that took nothing is not registered (an idle one costs the reaper nothing).
 -- KEYS[1]        the consumers set (the reaper's registry)
 -- KEYS[2]        this consumer's heartbeat key
 -- KEYS[3]        this consumer's sources set
@@ -12,11 +13,6 @@
 -- Returns        {source, message, source, message, ...}, oldest first
 local n = (#KEYS - 3) / 2
 local wanted = tonumber(ARGV[1])
-redis.call('SET', KEYS[2], '1', 'PX', tonumber(ARGV[2]))
-redis.call('SADD', KEYS[1], ARGV[3])
-for i = 1, n do
-  redis.call('SADD', KEYS[3], KEYS[3 + i])
-end
 local taken, count = {}, 0
 for i = 1, n do
   while count < wanted do
@@ -27,6 +23,14 @@ for i = 1, n do
     count = count + 1
     taken[#taken + 1] = KEYS[3 + i]
     taken[#taken + 1] = message
+  end
+end
+if count > 0 then
+  -- One script: no reaper can see the messages moved before the consumer is registered.
+  redis.call('SET', KEYS[2], '1', 'PX', tonumber(ARGV[2]))
+  redis.call('SADD', KEYS[1], ARGV[3])
+  for i = 1, n do
+    redis.call('SADD', KEYS[3], KEYS[3 + i])
   end
 end
 return taken

@@ -1,49 +1,37 @@
--- Take back what dead consumers held: each processing list goes back to its source list, at the end
--- workers take from, oldest first; the consumer's delivery tags are returned so the caller restores those
--- messages from kombu's unacked hash (kombu's own restore); then the consumer is forgotten.
--- A consumer is dead when its heartbeat key (a TTL on Redis's clock) is gone.
--- Key names are derived here from the prefix and suffixes passed in (pipeline/keys.py), because the dead
--- consumers are only known inside the script; Sluice runs each broker on a single Redis (kombu needs one
--- anyway), never on Redis Cluster.
--- KEYS[1]  the consumers set
--- KEYS[2]  the reaper lock: one scan of the registry at a time, across every consumer
--- ARGV[1]  fetch key prefix, "sluice:fetch:"
--- ARGV[2]  the most consumers to reap in one call
--- ARGV[3]  one consumer id to release now, alive or not (a clean close); "" to reap the dead
--- ARGV[4]  the lock's time, ms: how often the registry is scanned at most
--- ARGV[5..8] the suffixes of a consumer's keys after prefix .. consumer (keys.FETCH_SUFFIXES): its heartbeat,
---          its processing lists (before the source list's name), its sources set, its tags set
--- Returns  {{consumer, messages moved back, {tags}}, ...}
-local alive, processing_of, sources, tags_of = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
-local consumers = {}
-if ARGV[3] ~= '' then
-  consumers = {ARGV[3]}
-else
-  if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', tonumber(ARGV[4])) then
-    return {}
-  end
-  for _, consumer in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-    if #consumers >= tonumber(ARGV[2]) then
-      break
-    end
-    if redis.call('EXISTS', ARGV[1] .. consumer .. alive) == 0 then
-      table.insert(consumers, consumer)
-    end
+-- One step of giving back what a consumer of the reliable fetch holds (pipeline/reaper.py calls it until "done"):
+-- at most ARGV[2] messages move from its processing lists back to their source lists, at the end workers take from
+-- (oldest first), and at most ARGV[2] of its delivery tags are popped for the caller to restore from kombu's
+-- unacked hash (kombu's own restore). Once it holds nothing, it is forgotten. Every key name is passed in.
+-- KEYS[1]          the consumers set (the reaper's registry)
+-- KEYS[2]          the consumer's heartbeat key
+-- KEYS[3]          the consumer's sources set
+-- KEYS[4]          the consumer's delivery tags set
+-- KEYS[5..n+4]     its source lists, as the caller read them from KEYS[3]
+-- KEYS[n+5..2n+4]  its processing list for each source, in the same order
+-- ARGV[1]          the consumer's id (its member in KEYS[1])
+-- ARGV[2]          the most messages, and the most tags, this step moves
+-- ARGV[3]          "1": release it alive or not (a clean stop, a batch that ended); "0": only if it is dead
+-- Returns          {status, messages moved back, {tags}}; status "alive" (its heartbeat is back: left alone),
+--                  "changed" (it registered other sources: read them again), "more" (call again) or "done"
+local n = (#KEYS - 4) / 2
+if ARGV[3] ~= '1' and redis.call('EXISTS', KEYS[2]) == 1 then
+  return {'alive', 0, {}}
+end
+if redis.call('SCARD', KEYS[3]) ~= n then
+  -- Sources are only ever added, by the consumer's own fetch: a count that differs means a set that differs.
+  return {'changed', 0, {}}
+end
+local budget = tonumber(ARGV[2])
+local moved = 0
+for i = 1, n do
+  while moved < budget and redis.call('LMOVE', KEYS[n + 4 + i], KEYS[4 + i], 'LEFT', 'RIGHT') do
+    moved = moved + 1
   end
 end
-local reaped = {}
-for _, consumer in ipairs(consumers) do
-  local base = ARGV[1] .. consumer
-  local moved = 0
-  for _, source in ipairs(redis.call('SMEMBERS', base .. sources)) do
-    local processing = base .. processing_of .. source
-    while redis.call('LMOVE', processing, source, 'LEFT', 'RIGHT') do
-      moved = moved + 1
-    end
-  end
-  local tags = redis.call('SMEMBERS', base .. tags_of)
-  redis.call('DEL', base .. sources, base .. tags_of, base .. alive)
-  redis.call('SREM', KEYS[1], consumer)
-  table.insert(reaped, {consumer, moved, tags})
+local tags = redis.call('SPOP', KEYS[4], budget)
+if moved >= budget or #tags >= budget then
+  return {'more', moved, tags}
 end
-return reaped
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+redis.call('SREM', KEYS[1], ARGV[1])
+return {'done', moved, tags}

@@ -52,6 +52,14 @@ class Command(BaseCommand):
         kills = sub.add_parser("kills", help="kill -9 worker process groups under load, in fetches too; count losses")
         kills.add_argument("--kills", type=int, default=200)
         kills.add_argument("--seed", type=int, default=12)
+        kills.add_argument(
+            "--at-once",
+            action="store_true",
+            help="kill --pods routine and background pods, busy with batches, at the same instant; time their "
+            "messages back against the reaper's bound",
+        )
+        kills.add_argument("--pods", type=int, default=20, help="pods killed at once (with --at-once)")
+        kills.add_argument("--runs", type=int, default=1, help="runs of --at-once, each with fresh pods")
         providers = sub.add_parser(
             "providers", help="provider A down for 20 s mid-burst: failover against a single one"
         )
@@ -186,8 +194,11 @@ class Command(BaseCommand):
         )
         return result
 
-    def bench_kills(self, redis_url, kills, seed, **options):
+    def bench_kills(self, redis_url, kills, seed, at_once=False, pods=20, runs=1, **options):
         from sluice_tools.bench import kills as scenario
+
+        if at_once:
+            return self.kills_at_once(redis_url, pods, runs, seed)
 
         result = scenario.run(redis_url, kills, seed, self.stdout)
         self.stdout.write(
@@ -196,6 +207,22 @@ class Command(BaseCommand):
             f"({result['duplicated_after_provider_returned']} killed after the provider returned)"
         )
         return result
+
+    def kills_at_once(self, redis_url, pods, runs, seed):
+        from sluice_tools.bench import kills_at_once
+
+        results = []
+        for run in range(runs):
+            result = kills_at_once.run(redis_url, pods, seed + run, self.stdout)
+            results.append(result)
+            self.stdout.write(
+                f"run {run + 1}/{runs}: {result['pods_killed']} pods killed at once, {result['messages_held_at_kill']} "
+                f"messages held by {result['consumers_holding_at_kill']} consumers, slowest back after "
+                f"{result['slowest_back_s']} s (bound {result['bound_s']} s); {result['events_accepted']} accepted, "
+                f"{result['sends_recorded']} sends, lost {result['lost']}, duplicated {result['duplicated']} "
+                f"({result['duplicated_after_provider_returned']} killed after the provider returned)"
+            )
+        return {"runs": results, "slowest_back_s": max(r["slowest_back_s"] or 0 for r in results)}
 
     def bench_providers(self, redis_url, seconds, rate, outage_at, outage_s, concurrency, drain_s, **options):
         from sluice_tools.bench import providers as scenario

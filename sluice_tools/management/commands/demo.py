@@ -40,6 +40,19 @@ def port(preferred):
             return free_port()
 
 
+def flower_classes(url):
+    """The first class on each distinct Redis of the classes (REDIS_URL_<CLASS>, else ``url``), critical first."""
+    from pipeline.urls import identity
+
+    seen, first = set(), []
+    for klass in CLASSES:
+        found = identity(os.environ.get(f"REDIS_URL_{klass.upper()}") or url)
+        if found not in seen:
+            seen.add(found)
+            first.append(klass)
+    return first
+
+
 class Command(BaseCommand):
     help = "Run the whole stack locally, replay a scaled incident, deliver one of each kind; stay up until Ctrl-C."
 
@@ -155,19 +168,21 @@ class Command(BaseCommand):
                 env,
                 ready_text="exporter on",
             ),
-            ManagedProcess(
-                "flower",
-                [python, "manage.py", "flower", "--address=127.0.0.1", f"--port={flower}"],
-                env,
-                ready_text="Visit me at",
-            ),
         ]
+        # Flower sees one broker: one per distinct Redis of the classes, each on its first class's.
+        flowers = {}
+        for klass in flower_classes(url):
+            at = flower if not flowers else port(flower + len(flowers))
+            flowers[klass] = f"http://127.0.0.1:{at}/"
+            argv = [python, "manage.py", "flower", "--class", klass, "--address=127.0.0.1", f"--port={at}"]
+            name = "flower" if klass == "critical" else f"flower-{klass}"
+            services.append(ManagedProcess(name, argv, env, ready_text="Visit me at"))
         for service in services:
             started.append(service.start())
             self.stdout.write(f"{service.name} running")
         return {
             "admin": f"http://127.0.0.1:{web}/admin/",
-            "flower": f"http://127.0.0.1:{flower}/",
+            "flowers": flowers,
             "metrics": f"http://127.0.0.1:{exporter}/metrics",
             "scaler": f"http://127.0.0.1:{exporter}/scaler/critical",
         }
@@ -224,7 +239,8 @@ class Command(BaseCommand):
     def _show_urls(self, urls, password, redis_url):
         self.stdout.write(self.style.SUCCESS("The stack is up:"))
         self.stdout.write(f"  admin    {urls['admin']}  (admin / {password})")
-        self.stdout.write(f"  Flower   {urls['flower']}  (admin / {password})")
+        for klass, flower in urls["flowers"].items():
+            self.stdout.write(f"  Flower   {flower}  (admin / {password}; the workers on {klass}'s Redis)")
         self.stdout.write(f"  metrics  {urls['metrics']}")
         self.stdout.write(f"  KEDA     {urls['scaler']}")
         self.stdout.write(f"  Redis    {redis_url}")
