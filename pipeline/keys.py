@@ -225,3 +225,9 @@ def breaker(channel, provider):
 def breaker_probes(channel, provider):
     """Zset of a half-open breaker's probe leases -> when each expires (a prober that died frees its slot)."""
     return f"{PREFIX}:breaker:{channel}:{provider}:probes"
+
+
+def digest_staged():
+    """Zset (every score 0, ordered by name) of the due fold keys a flush staged to claim user by user: a user's keys
+    share the prefix of their member, so one range finds them all (digest/lua/claim_users.lua)."""
+    return f"{DIGEST_PREFIX}staged"

@@ -165,3 +165,18 @@ BEAT_FLUSH_INTERVAL_FIELD = "beat_flush_interval_s"
 def last_flush_field(trigger):
     """The digest stats field holding when a flush of ``trigger`` last ran (seconds since the epoch)."""
     return f"last_flush_at:{trigger}"
+
+
+#: A digest's messages and the events inside them (digest.grouping): events per message is their ratio.
+DIGEST_MESSAGES = "sluice_digest_messages"
+DIGEST_EVENTS = "sluice_digest_events"
+
+
+def digest_messages_field(klass):
+    """sluice_digest_messages_total{class}: digest messages published by a flush."""
+    return f"digest_messages:{klass}"
+
+
+def digest_events_field(klass):
+    """sluice_digest_events_total{class}: the folded events those messages carry."""
+    return f"digest_events:{klass}"
