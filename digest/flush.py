@@ -164,13 +164,7 @@ def _publish(flush_id, members, full, client, classes):
     published = 0
     handed_to = {}
 
-    def class_of(fold):
-        kind = conf.kinds.get(fold.kind)
-        klass = kind.klass if kind else classes[0]
-        # A kind moved to a class on another Redis since it folded: its digest goes out with the classes of this
-        # store, since a digest and its claim must change together on one Redis.
-        return klass if klass in classes else classes[0]
-
+    class_of = functools.partial(grouping.class_of, conf=conf, classes=classes)
     # Newest groups first: each goes to the end workers take from, so the oldest ends up taken first.
     for group in grouping.group_folds(store.read_claimed(flush_id, members, client), class_of):
         klass = group.klass

@@ -45,6 +45,14 @@ class Group:
         return min(fold.first_seen for fold in self.folds)
 
 
+def class_of(fold, conf, classes):
+    """The class a fold's digest goes out with: its kind's, or the store's first when the kind is gone or moved to a
+    class on another Redis since it folded (a digest and its claim must change together on one Redis)."""
+    kind = conf.kinds.get(fold.kind)
+    klass = kind.klass if kind else classes[0]
+    return klass if klass in classes else classes[0]
+
+
 def group_folds(folds, class_of):
     """Group ``folds`` by user and class (``class_of(fold)``), the groups whose events waited longest last."""
     groups = {}
@@ -62,34 +70,53 @@ class Outgoing:
     events: int
 
 
-def messages_of(flush_id, group, queue_name, conf, single):
-    """The messages of ``group``: ``single(fold)`` builds a fold's own message (one per fold key, as before)."""
-    out = []
+@dataclass(frozen=True)
+class Part:
+    """One message of a group's plan: a fold's own (``bucket`` None), or a digest of ``folds`` on ``channel``."""
+
+    folds: list
+    bucket: str | None = None
+    channel: str | None = None
+
+
+def plan(group, conf):
+    """What ``group`` sends: its Parts, in a stable order (a takeover rebuilds the same messages and ids)."""
+    parts = []
     buckets = {}
     for fold in group.folds:
         kind = conf.kinds.get(fold.kind)
         if group.klass != "routine" or kind is None or kind.digest_group == "entity":
-            out.append(Outgoing(single(fold), fold.count))
+            parts.append(Part([fold]))
             continue
         bucket = "" if kind.digest_group == "user" or fold.grain == "user" else kind.name
         buckets.setdefault(bucket, []).append(fold)
     for bucket, folds in sorted(buckets.items()):
         if len(folds) == 1:
-            out.append(Outgoing(single(folds[0]), folds[0].count))
+            parts.append(Part(folds))
             continue
         by_channel = {}
         for fold in folds:
             for channel in fold.channels or conf.kinds[fold.kind].channels:
                 by_channel.setdefault(channel, []).append(fold)
-        for channel, listed in sorted(by_channel.items()):
-            out.append(_digest_message(flush_id, group, bucket, channel, listed, queue_name, conf))
+        parts.extend(Part(listed, bucket, channel) for channel, listed in sorted(by_channel.items()))
+    return parts
+
+
+def messages_of(flush_id, group, queue_name, conf, single):
+    """The messages of ``group``: ``single(fold)`` builds a fold's own message (one per fold key, as before)."""
+    out = []
+    for part in plan(group, conf):
+        if part.bucket is None:
+            out.append(Outgoing(single(part.folds[0]), part.folds[0].count))
+        else:
+            out.append(_digest_message(flush_id, group, part, queue_name, conf))
     return out
 
 
-def _digest_message(flush_id, group, bucket, channel, folds, queue_name, conf):
-    ordered = sorted(folds, key=lambda f: (-f.count, -f.last_seen, f.member))
-    shown, rest = ordered[: conf.digest["max_items"]], ordered[conf.digest["max_items"] :]
-    events = sum(f.count for f in folds)
+def digest_of(part, max_items):
+    """The ``digest`` argument of a Part's message (this module's wire format to the renderer)."""
+    ordered = sorted(part.folds, key=lambda f: (-f.count, -f.last_seen, f.member))
+    shown, rest = ordered[:max_items], ordered[max_items:]
     budget = PAYLOAD_BUDGET_BYTES
     items = []
     for fold in shown:
@@ -107,16 +134,22 @@ def _digest_message(flush_id, group, bucket, channel, folds, queue_name, conf):
                 "kinds": fold.kinds,
             }
         )
-    digest = {
-        "group": bucket or "user",
+    return {
+        "group": part.bucket or "user",
         "items": items,
         "more": len(rest),
         "more_events": sum(f.count for f in rest),
     }
+
+
+def _digest_message(flush_id, group, part, queue_name, conf):
+    folds, bucket, channel = part.folds, part.bucket, part.channel
+    digest = digest_of(part, conf.digest["max_items"])
+    events = sum(f.count for f in folds)
     name = f"{group.mark}|{bucket}|{channel}"
     notification_id = f"digest-{flush_id}-{hashlib.sha1(name.encode()).hexdigest()[:16]}"
     first_seen = min(f.first_seen for f in folds)
-    kind = bucket or shown[0].kind
+    kind = bucket or digest["items"][0]["kind"]
     kwargs = event_kwargs_json(
         notification_id,
         kind,

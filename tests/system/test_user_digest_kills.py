@@ -92,9 +92,11 @@ def test_200_users_under_4_flushers_with_2_killed_each_get_one_digest(redis_clie
     assert codes[2:] == [0, 0]
     # The killed flushers' claims are taken over once their 2 s leases end.
     wait_for(
-        lambda: run_flush("final") is not None
-        and redis_client.zcard(keys.claims()) == 0
-        and redis_client.zcard(keys.pending()) == 0,
+        lambda: (
+            run_flush("final") is not None
+            and redis_client.zcard(keys.claims()) == 0
+            and redis_client.zcard(keys.pending()) == 0
+        ),
         timeout=30,
         what="the dead flushers' claims taken over",
     )
