@@ -169,48 +169,50 @@ def _publish(flush_id, members, full, client, classes):
     for group in grouping.group_folds(store.read_claimed(flush_id, members, client), class_of):
         klass = group.klass
         if klass in full:
-            _unclaim(flush_id, group, client)
+            _unclaim(flush_id, group.members, client)
             continue
         queue = conf.queues[klass]
-        outgoing = grouping.messages_of(
-            flush_id,
-            group,
-            queue.name,
-            conf,
-            functools.partial(_message, flush_id, klass=klass, queue_name=queue.name, conf=conf),
-        )
-        events = sum(o.events for o in outgoing)
-        counters = (
-            f"digest:{klass}:published",
-            metrics.digest_messages_field(klass),
-            metrics.digest_events_field(klass),
-            events,
-        )
-        messages = [o.message for o in outgoing]
-        if folds_elsewhere(klass):
-            target = handed_to.setdefault(klass, class_redis(klass))
-            try:
-                code = user_claims.publish_group_elsewhere(flush_id, group, queue, messages, counters, client, target)
-            except RedisError as exc:
-                # Whether this group went out is unknown: its claims stay, and whoever takes them over once the
-                # lease runs out finds the handover mark, or publishes it. The class's other groups wait.
-                logger.warning("digest: a handover of a %s digest failed, the class's digests wait: %s", klass, exc)
-                full.add(klass)
+        single = functools.partial(_message, flush_id, klass=klass, queue_name=queue.name, conf=conf)
+        for step in grouping.steps_of(flush_id, group, queue.name, conf, single):
+            if klass in full:
+                _unclaim(flush_id, step.members, client)
                 continue
-        else:
-            code = user_claims.publish_group(flush_id, group, queue, messages, counters, client)
-        if code == 0:
-            # Backpressure: the queue is full, so this and the class's later groups wait for the next flush.
-            full.add(klass)
-            _unclaim(flush_id, group, client)
-        elif code == 1:
-            published += len(messages)
+            published += _publish_step(flush_id, step, klass, queue, full, client, handed_to)
     store.release(flush_id, client, handed_to.values())
     return published
 
 
-def _unclaim(flush_id, group, client):
-    for member in group.members:
+def _publish_step(flush_id, step, klass, queue, full, client, handed_to):
+    """Publish one step's messages with the release of its keys; return how many messages went out."""
+    events = sum(o.events for o in step.outgoing)
+    counters = (
+        f"digest:{klass}:published",
+        metrics.digest_messages_field(klass),
+        metrics.digest_events_field(klass),
+        events,
+    )
+    messages = [o.message for o in step.outgoing]
+    if folds_elsewhere(klass):
+        target = handed_to.setdefault(klass, class_redis(klass))
+        try:
+            code = user_claims.publish_group_elsewhere(flush_id, step, queue, messages, counters, client, target)
+        except RedisError as exc:
+            # Whether this step went out is unknown: its claims stay, and whoever takes them over once the lease
+            # runs out finds the handover mark, or publishes it. The class's other steps wait.
+            logger.warning("digest: a handover of a %s digest failed, the class's digests wait: %s", klass, exc)
+            full.add(klass)
+            return 0
+    else:
+        code = user_claims.publish_group(flush_id, step, queue, messages, counters, client)
+    if code == 0:
+        # Backpressure: the queue has no room for the step's messages, so they and the class's later steps wait.
+        full.add(klass)
+        _unclaim(flush_id, step.members, client)
+    return len(messages) if code == 1 else 0
+
+
+def _unclaim(flush_id, members, client):
+    for member in members:
         store.unclaim(flush_id, member, client)
 
 

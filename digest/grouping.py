@@ -3,8 +3,9 @@
 A flush claims whole users (user_claims.claim_users). Each user's routine folds then go out as one message per
 channel listing them (the kind's ``digest_group`` "user", the default), or one per kind and channel ("kind"), or
 one per fold key as before ("entity"); a group of a single fold keeps the kind's own digest template. Background
-folds keep one message per key: a collapse is the latest state of one thing, not a list. Every message of one user
-and class is published in one Lua step with the release of every key it covers (user_claims.publish_group).
+folds keep one message per key: a collapse is the latest state of one thing, not a list. A user's digests (one per
+channel) are published in one Lua step with the release of every key they list, and a fold's own message with its
+key (user_claims.publish_group).
 
 The ``digest`` argument of a user digest's send task is this module's wire format to the renderer
 (notifications.user_digest): ``group`` ("user" or a kind's name), ``items`` (at most SLUICE_DIGEST["max_items"]:
@@ -102,15 +103,31 @@ def plan(group, conf):
     return parts
 
 
-def messages_of(flush_id, group, queue_name, conf, single):
-    """The messages of ``group``: ``single(fold)`` builds a fold's own message (one per fold key, as before)."""
-    out = []
+@dataclass(frozen=True)
+class Step:
+    """What one Lua step publishes (``outgoing``) and releases (``members``); ``mark`` names it within its flush."""
+
+    members: list
+    mark: str
+    outgoing: list
+
+
+def steps_of(flush_id, group, queue_name, conf, single):
+    """The publish steps of ``group``: each fold's own message alone with its key (``single(fold)`` builds it, one
+    message per key as before), and the user's digests, one per channel, together with every key they list (a fold
+    listed on two channels is released once both went out). Each step needs room for its messages only."""
+    steps, digests = [], []
     for part in plan(group, conf):
         if part.bucket is None:
-            out.append(Outgoing(single(part.folds[0]), part.folds[0].count))
+            fold = part.folds[0]
+            steps.append(Step([fold.member], fold.member, [Outgoing(single(fold), fold.count)]))
         else:
-            out.append(_digest_message(flush_id, group, part, queue_name, conf))
-    return out
+            digests.append(part)
+    if digests:
+        members = sorted({fold.member for part in digests for fold in part.folds})
+        outgoing = [_digest_message(flush_id, group, part, queue_name, conf) for part in digests]
+        steps.append(Step(members, group.mark, outgoing))
+    return steps
 
 
 def digest_of(part, max_items):

@@ -26,26 +26,26 @@ def _claimed_prefix(flush_id):
     return keys.claimed(flush_id, "")
 
 
-def publish_group(flush_id, group, queue, messages, counters, client):
-    """Push a user group's ``messages`` and release every fold it covers in one step; 1 sent, 0 queue full, -1 done
-    already. ``counters`` is (published field, digest messages field, digest events field, events)."""
+def publish_group(flush_id, step, queue, messages, counters, client):
+    """Push a step's ``messages`` (grouping.Step) and release every fold it covers in one step; 1 sent, 0 queue full,
+    -1 done already. ``counters`` is (published field, digest messages field, digest events field, events)."""
     return script("publish_group", on=client)(
         keys=[keys.claim_set(flush_id), keys.counters(), keys.fold_store_size(), *keys.priority_lists(queue.name)],
-        args=[_claimed_prefix(flush_id), queue.capacity, len(group.members), *group.members, *counters, *messages],
+        args=[_claimed_prefix(flush_id), queue.capacity, len(step.members), *step.members, *counters, *messages],
     )
 
 
-def publish_group_elsewhere(flush_id, group, queue, messages, counters, client, queue_client):
+def publish_group_elsewhere(flush_id, step, queue, messages, counters, client, queue_client):
     """publish_group() for a fold store on another Redis than ``queue``'s (on ``queue_client``): the messages go out
-    with the group's handover mark in one step there, then its claims are dropped here. Whoever takes over a flusher
+    with the step's handover mark in one step there, then its claims are dropped here. Whoever takes over a flusher
     that died in between finds the mark and only drops the claims. Same codes."""
     code = script("push_group_handover", on=queue_client)(
         keys=[keys.handover(flush_id), keys.counters(), *keys.priority_lists(queue.name)],
-        args=[queue.capacity, group.mark, HANDOVER_TTL_S, *counters, len(group.members), *group.members, *messages],
+        args=[queue.capacity, step.mark, HANDOVER_TTL_S, *counters, len(step.members), *step.members, *messages],
     )
     if code != 0:
         script("drop_group", on=client)(
             keys=[keys.claim_set(flush_id), keys.fold_store_size()],
-            args=[_claimed_prefix(flush_id), *group.members],
+            args=[_claimed_prefix(flush_id), *step.members],
         )
     return code

@@ -1,6 +1,6 @@
--- Publish one user group's digest messages (one per channel, digest/grouping.py) and release every claimed fold
--- they cover, together or not at all: the group's keys are either all still claimed or all published, so no flush
--- (a takeover included) sends the group twice, and none of its keys is lost.
+-- Publish one step of a flush (digest/grouping.py): a user's digest messages, one per channel, or a fold's own
+-- message; and release every claimed fold they cover, together or not at all: the step's keys are either all still
+-- claimed or all published, so no flush (a takeover included) sends them twice, and none of them is lost.
 -- The messages go to the end workers take from (RPUSH): their events are older than anything queued behind them.
 -- KEYS[1]   the flush's claim set
 -- KEYS[2]   the counters hash
@@ -31,7 +31,9 @@ if #held == 0 then
   end
   return -1
 end
-if depth(4) >= tonumber(ARGV[2]) then
+-- Room for every message of the step; an empty queue takes any step, so one larger than the queue still goes out.
+local d = depth(4)
+if d > 0 and d + (#ARGV - at - 3) > tonumber(ARGV[2]) then
   return 0
 end
 local messages = 0

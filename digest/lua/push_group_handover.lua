@@ -1,13 +1,13 @@
--- Publish one user group's digest messages on their class's Redis when the fold store is another Redis
--- (SLUICE_DIGEST["redis_url"]), marking the group handed over in the same step. The group's claims are dropped on
--- the store's Redis afterwards (drop_group.lua); a flusher that dies in between leaves the claims, and whoever takes
--- them over finds the mark here and only drops them: each group is published once.
+-- Publish one step's messages (publish_group.lua's) on their class's Redis when the fold store is another Redis
+-- (SLUICE_DIGEST["redis_url"]), marking the step handed over in the same step. Its claims are dropped on the store's
+-- Redis afterwards (drop_group.lua); a flusher that dies in between leaves the claims, and whoever takes them over
+-- finds the mark here and only drops them: each step is published once.
 -- KEYS[1]   the flush's handover marks (hash: group -> 1)
 -- KEYS[2]   the counters hash
 -- KEYS[3]   the target queue's list
 -- KEYS[4..] the queue's priority sub-lists, counted in the depth
 -- ARGV[1]   capacity of the queue
--- ARGV[2]   the group's mark (its user and class: the same however many of its claims a takeover finds)
+-- ARGV[2]   the step's mark (a user's digests: the user and class; a fold's own message: its member)
 -- ARGV[3]   how long the marks are kept, s (longer than any claim is held before another flusher takes it)
 -- ARGV[4]   the counter field for published messages; ARGV[5] for digest messages; ARGV[6] for their events
 -- ARGV[7]   the events the group carries
@@ -25,7 +25,9 @@ for i = 9, 8 + n do
     return -1
   end
 end
-if depth(3) >= tonumber(ARGV[1]) then
+-- Room for every message of the step; an empty queue takes any step, so one larger than the queue still goes out.
+local d = depth(3)
+if d > 0 and d + (#ARGV - 8 - n) > tonumber(ARGV[1]) then
   return 0
 end
 local messages = 0

@@ -127,3 +127,20 @@ def test_a_long_title_is_cut_and_a_missing_link_field_gives_no_link(settings):
     assert len(body) < 400
     assert "/t/" not in body
     assert "href" not in html
+
+
+def test_a_step_needs_room_for_all_its_messages(redis_client, settings):
+    settings.SLUICE_QUEUES = {"background": {"capacity": 2}, "routine": {"capacity": 3}}
+    for entity in ("b1", "b2", "b3"):
+        fold(5, kind="board.updated", entity_id=entity)  # a background key: its own message each
+    for entity in ("t1", "t2"):
+        fold(6, kind="task.assigned", entity_id=entity)  # two keys on email and push: two digests, one step
+    redis_client.rpush("routine", "busy-1", "busy-2")  # one slot left: not enough for the step's two messages
+    run_flush("test")
+    assert redis_client.llen("background") == 2  # never past its capacity
+    assert redis_client.llen("routine") == 2
+    assert redis_client.zcard(keys.pending()) == 1 + 2
+    redis_client.delete("routine", "background")
+    run_flush("test")
+    assert sorted(m["channels"] for m in published(redis_client)) == [["email"], ["push"]]
+    assert redis_client.zcard(keys.pending()) == 0
