@@ -1,12 +1,13 @@
-"""The flush task: claim pending folds, publish one digest message per key, exactly once; drain the overflow.
+"""The flush task: claim pending folds user by user, publish one digest per user and channel, exactly once; drain.
 
 Each folding class keeps its folds on its own Redis (SLUICE_QUEUES[class]["redis_url"]), beside its queue, so a
-digest is published and its claim released in one atomic step on one Redis; or, with SLUICE_DIGEST["redis_url"],
-on the digest's own Redis, and then a digest goes out on its class's Redis with a handover mark before its claim
-is dropped (store.publish_elsewhere), so a flusher that dies in between is taken over without a second digest. A
-flush goes through every fold store in turn.
+user's digest messages are published and the claims of every key they cover released in one atomic step on one
+Redis; or, with SLUICE_DIGEST["redis_url"], on the digest's own Redis, and then the messages go out on their class's
+Redis with a handover mark before the claims are dropped (user_claims.publish_group_elsewhere), so a flusher that
+dies in between is taken over without a second digest. A flush goes through every fold store in turn.
 """
 
+import functools
 import logging
 import time
 import uuid
@@ -21,7 +22,7 @@ from pipeline.depth import depth
 from pipeline.message import event_kwargs_json, send_message
 from pipeline.store import class_redis, fold_store_classes, folds_elsewhere, get_redis
 
-from . import store
+from . import grouping, store, user_claims
 from .signals import flush_started
 from .store import script
 
@@ -37,7 +38,8 @@ DRAIN_LIMIT = 1000
 
 @task(name=FLUSH_TASK, ignore_result=True)
 def flush(trigger="beat"):
-    """Publish every pending fold as one digest message per key; return how many were published."""
+    """Publish every pending fold in one digest per user and channel (digest.grouping); return how many messages
+    were published."""
     try:
         return run_flush(trigger)
     finally:
@@ -125,7 +127,8 @@ def _flush_store(client, classes, trigger, batch, lease_s, full, room, counted=T
         # One claim id per batch: a key folded again after its digest went out is claimed anew, under
         # a new id, so its next digest never shares a notification id (and a dedup) with the last.
         claim_id = uuid.uuid4().hex
-        members = store.claim(claim_id, min(batch, room), lease_s, client)
+        # Whole users (at most one per free slot), so each user's keys go out in one digest per channel.
+        members = user_claims.claim_users(claim_id, room, batch, lease_s, client)
         if not members:
             exhausted = True
             break
@@ -154,48 +157,69 @@ def _room(klass):
 
 
 def _publish(flush_id, members, full, client, classes):
-    """Publish the claimed folds of ``members`` from the store on ``client``; a fold whose queue is full goes back
-    to pending."""
+    """Publish the claimed folds of ``members`` from the store on ``client``, one user group at a time (each user's
+    messages and the release of every key they cover in one step); a group whose queue is full goes back to pending.
+    Return how many messages were published."""
     conf = sluice_settings()
     published = 0
     handed_to = {}
-    # Newest first: each digest goes to the end workers take from, so the oldest ends up taken first.
-    for fold in sorted(store.read_claimed(flush_id, members, client), key=lambda f: f.first_seen, reverse=True):
-        kind = conf.kinds.get(fold.kind)
-        klass = kind.klass if kind else classes[0]
-        if klass not in classes:
-            # A kind moved to a class on another Redis since it folded: its digest goes out with the classes
-            # of this store, since a digest and its claim must change together on one Redis.
-            klass = classes[0]
+
+    class_of = functools.partial(grouping.class_of, conf=conf, classes=classes)
+    # Newest groups first: each goes to the end workers take from, so the oldest ends up taken first.
+    for group in grouping.group_folds(store.read_claimed(flush_id, members, client), class_of):
+        klass = group.klass
         if klass in full:
-            store.unclaim(flush_id, fold.member, client)
+            _unclaim(flush_id, group.members, client)
             continue
         queue = conf.queues[klass]
-        message = _message(flush_id, fold, klass, queue.name, kind.channels if kind else ())
-        counter = metrics.digest_published_field(klass)
-        if folds_elsewhere(klass):
-            target = handed_to.setdefault(klass, class_redis(klass))
-            try:
-                code = store.publish_elsewhere(flush_id, fold, queue, message, counter, client, target)
-            except RedisError as exc:
-                # Whether this digest went out is unknown: its claim stays, and whoever takes it over once the
-                # lease runs out finds the handover mark, or publishes it. The class's other folds wait.
-                logger.warning("digest: a handover of a %s digest failed, the class's digests wait: %s", klass, exc)
-                full.add(klass)
+        single = functools.partial(_message, flush_id, klass=klass, queue_name=queue.name, conf=conf)
+        for step in grouping.steps_of(flush_id, group, queue.name, conf, single):
+            if klass in full:
+                _unclaim(flush_id, step.members, client)
                 continue
-        else:
-            code = store.publish_claimed(flush_id, fold, queue, message, counter, client)
-        if code == 0:
-            # Backpressure: the queue is full, so this and the class's later folds wait for the next flush.
-            full.add(klass)
-            store.unclaim(flush_id, fold.member, client)
-        elif code == 1:
-            published += 1
+            published += _publish_step(flush_id, step, klass, queue, full, client, handed_to)
     store.release(flush_id, client, handed_to.values())
     return published
 
 
-def _message(flush_id, fold, klass, queue_name, kind_channels):
+def _publish_step(flush_id, step, klass, queue, full, client, handed_to):
+    """Publish one step's messages with the release of its keys; return how many messages went out."""
+    events = sum(o.events for o in step.outgoing)
+    counters = (
+        metrics.digest_published_field(klass),
+        metrics.digest_messages_field(klass),
+        metrics.digest_events_field(klass),
+        events,
+    )
+    messages = [o.message for o in step.outgoing]
+    if folds_elsewhere(klass):
+        target = handed_to.setdefault(klass, class_redis(klass))
+        try:
+            code = user_claims.publish_group_elsewhere(flush_id, step, queue, messages, counters, client, target)
+        except RedisError as exc:
+            # Whether this step went out is unknown: its claims stay, and whoever takes them over once the lease
+            # runs out finds the handover mark, or publishes it. The class's other steps wait.
+            logger.warning("digest: a handover of a %s digest failed, the class's digests wait: %s", klass, exc)
+            full.add(klass)
+            return 0
+    else:
+        code = user_claims.publish_group(flush_id, step, queue, messages, counters, client)
+    if code == 0:
+        # Backpressure: the queue has no room for the step's messages, so they and the class's later steps wait.
+        full.add(klass)
+        _unclaim(flush_id, step.members, client)
+    return len(messages) if code == 1 else 0
+
+
+def _unclaim(flush_id, members, client):
+    for member in members:
+        store.unclaim(flush_id, member, client)
+
+
+def _message(flush_id, fold, *, klass, queue_name, conf):
+    """A fold's own digest message (one per fold key), rendered with its kind's digest template."""
+    kind = conf.kinds.get(fold.kind)
+    kind_channels = kind.channels if kind else ()
     notification_id = fold.notification_id(flush_id)
     extra = {"count": fold.count, "first_seen": fold.first_seen, "last_seen": fold.last_seen}
     if fold.channels and set(fold.channels) != set(kind_channels):

@@ -83,28 +83,30 @@ def read_claimed(flush_id, claimed, client=None):
         pipe.hgetall(keys.claimed(flush_id, member))
     folds = []
     for member, fields in zip(claimed, pipe.execute(), strict=True):
-        if not fields:
-            continue
-        fields = {k.decode(): v.decode() for k, v in fields.items()}
-        user_id, kind, entity_id = json.loads(member)
-        grain = GRAINS[0] if entity_id is not None and kind is not None else GRAINS[1] if kind else GRAINS[2]
-        folds.append(
-            Fold(
-                member=member,
-                user_id=user_id,
-                kind=fields.get("k") or kind,
-                entity_id=entity_id if grain == "entity" else None,
-                count=int(fields["n"]),
-                payload_json=fields["p"],
-                first_seen=float(fields["f"]),
-                last_seen=float(fields["l"]),
-                grain=grain,
-                channels=tuple(sorted(k[2:] for k in fields if k.startswith("c:"))),
-                entities=int(fields.get("ec", 1)),
-                kinds=int(fields.get("kc", 1)),
-            )
-        )
+        if fields:
+            folds.append(fold_from(member, fields))
     return folds
+
+
+def fold_from(member, fields):
+    """The Fold of ``member`` from its hash's raw fields (HGETALL)."""
+    fields = {k.decode(): v.decode() for k, v in fields.items()}
+    user_id, kind, entity_id = json.loads(member)
+    grain = GRAINS[0] if entity_id is not None and kind is not None else GRAINS[1] if kind else GRAINS[2]
+    return Fold(
+        member=member,
+        user_id=user_id,
+        kind=fields.get("k") or kind,
+        entity_id=entity_id if grain == "entity" else None,
+        count=int(fields["n"]),
+        payload_json=fields["p"],
+        first_seen=float(fields["f"]),
+        last_seen=float(fields["l"]),
+        grain=grain,
+        channels=tuple(sorted(k[2:] for k in fields if k.startswith("c:"))),
+        entities=int(fields.get("ec", 1)),
+        kinds=int(fields.get("kc", 1)),
+    )
 
 
 def publish_claimed(flush_id, fold, queue, message, counter_field, client=None):

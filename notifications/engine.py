@@ -18,7 +18,7 @@ from pipeline import batch as fetch
 from pipeline import gate, metrics
 from pipeline.conf import sluice_settings
 
-from . import endings, expiry, failover
+from . import endings, expiry, failover, user_digest
 from .channels.base import Message, PermanentSendError
 from .claims import ClaimedElsewhere, claim_ttl, describe, gated_claim, record_end
 from .endings import Ended
@@ -249,7 +249,13 @@ def messages_of(attempt):
     # A routine fold of several events is a digest; a background collapse shows only the latest state. A fold of
     # a coarser grain (user|kind, or the user) always reads as one, whatever the class.
     grain = extra.get("grain", "entity")
-    subject, body = render(kind_obj, context, digest=(count > 1 and kind_obj.klass == "routine") or grain != "entity")
+    html = ""
+    if "digest" in extra:
+        # One digest per user (digest.grouping): its listed folds render with sluice/digest/user.txt and user.html.
+        subject, body, html = user_digest.render(extra["digest"], context["user"], sluice_settings().kinds)
+    else:
+        digest = (count > 1 and kind_obj.klass == "routine") or grain != "entity"
+        subject, body = render(kind_obj, context, digest=digest)
     messages = [
         Message(
             id=kwargs.get("notification_id"),
@@ -260,6 +266,7 @@ def messages_of(attempt):
             entity_id=entity_id,
             subject=subject,
             body=body,
+            html=html,
             payload=payload,
             count=count,
             first_seen=extra.get("first_seen"),

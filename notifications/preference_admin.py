@@ -1,10 +1,12 @@
 """Admin: users' preferences and settings (filters, bulk actions; inlines the host adds to its User admin),
-with the digest's state: what is due, what is held for later and why, and the fold store's size."""
+with the digest's state: what is due, what is held for later and why, the fold store's size, and on a user's
+settings a preview of their pending digest."""
 
 from datetime import UTC, datetime
 
 from django import forms
 from django.contrib import admin, messages
+from django.template.loader import render_to_string
 from django.utils.translation import gettext_lazy as _
 
 from pipeline.conf import sluice_settings
@@ -97,10 +99,33 @@ class NotificationSettingsAdmin(admin.ModelAdmin):
     list_filter = ("cadence", "timezone")
     search_fields = ("user__username", "user__email")
     autocomplete_fields = ("user",)
+    readonly_fields = ("pending_digest",)
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
         write_mirror([obj.user_id])
+
+    @admin.display(description=_("Pending digest"))
+    def pending_digest(self, obj):
+        return pending_digest(obj.user_id if obj and obj.pk else None)
+
+
+def pending_digest(user_id):
+    """The user's pending digest as the next flush would send it (each message's channels, subject and body), and
+    when it is due; for a settings page's read-only field."""
+    from redis.exceptions import RedisError
+
+    from .digest_preview import preview
+
+    if user_id is None:
+        return "—"
+    try:
+        found = preview(user_id)
+    except RedisError:
+        return _("Redis cannot be reached: the pending digest is unknown.")
+    if not found["messages"]:
+        return _("Nothing pending.")
+    return render_to_string("admin/sluice/pending_digest.html", found)
 
 
 def digest_state():
@@ -143,4 +168,9 @@ class NotificationSettingsInline(admin.StackedInline):
     model = NotificationSettings
     extra = 0
     max_num = 1
-    fields = ("timezone", "quiet_start", "quiet_end", "cadence", "digest_at")
+    fields = ("timezone", "quiet_start", "quiet_end", "cadence", "digest_at", "pending_digest")
+    readonly_fields = ("pending_digest",)
+
+    @admin.display(description=_("Pending digest"))
+    def pending_digest(self, obj):
+        return pending_digest(obj.user_id if obj and obj.pk else None)

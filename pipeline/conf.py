@@ -24,7 +24,10 @@ DEFAULT_QUEUE = {"capacity": 2048, "wait_ms": 0}
 DEFAULT_SEND_BUDGET_S = {"critical": 10, "routine": 30, "background": 30}
 # The send claim (notifications.claims.CLAIM_TTL_S, 120 s) must outlive the attempt it guards.
 MAX_SEND_BUDGET_S = 120
-DEFAULT_DIGEST = {"flush_interval_s": 60, "max_keys": 200}
+DEFAULT_DIGEST = {"flush_interval_s": 60, "max_keys": 200, "max_items": 20}
+# A user's digest lists at most this many groups, whatever SLUICE_DIGEST["max_items"] says: the message's size
+# stays bounded (each listed group carries its latest payload).
+MAX_DIGEST_ITEMS = 200
 # The most messages one send task of a class handles at once (notifications.engine): critical one at a time, so a
 # reminder never waits behind another; routine a moderate batch; background a larger one, for bulk provider calls.
 # Not 1,000 for background: bench batches measured 200 within noise of 1,000 per slot (each message's own claim,
@@ -83,9 +86,14 @@ class Kind:
     throttle: Throttle | None = None
     # A message of this kind not sent within this many seconds of its event is never sent (a sign-in code).
     expires_after_s: int | None = None
-    # Where its inbox item links to (a str.format template of entity_id and kind), and (after_s, channels) when an
-    # item still unread after after_s is sent on those channels once (notifications.inbox.escalation).
+    # How its folds go out at a flush: "user" (the default) inside the user's one digest per channel, "kind" in a
+    # digest of their own per user and kind, "entity" one message per fold key (digest.grouping).
+    digest_group: str = "user"
+    # A link to one entity, in its digest and its inbox item ("https://app.example.com/tasks/{entity_id}"): a
+    # template of entity_id, kind and top-level payload fields; "" for none.
     url: str = ""
+    # (after_s, channels) when an inbox item still unread after after_s is sent on those channels once
+    # (notifications.inbox.escalation).
     escalate: tuple | None = None
 
 
@@ -325,7 +333,8 @@ def _kinds(raw, channels):
             mandatory=_flag(conf.get("mandatory", False), f"{setting}['mandatory']"),
             throttle=_throttle(conf.get("throttle"), klass, setting),
             expires_after_s=None if expires is None else _positive_int(expires, f"{setting}['expires_after_s']"),
-            url=conf_inbox.url_template(conf.get("url", ""), f"{setting}['url']"),
+            digest_group=_digest_group(conf.get("digest_group", "user"), setting),
+            url=_url_template(conf.get("url", ""), setting),
             escalate=conf_inbox.escalate(conf.get("escalate"), f"{setting}['escalate']", names, channels),
         )
     return kinds
@@ -341,9 +350,34 @@ KIND_KEYS = {
     "mandatory",
     "throttle",
     "expires_after_s",
+    "digest_group",
     "url",
     "escalate",
 }
+
+DIGEST_GROUPS = ("user", "kind", "entity")
+# The fields a kind's url template may name: {entity_id}, {kind}, or a top-level payload field.
+URL_FIELD = re.compile(r"\{([^{}]*)\}")
+
+
+def _digest_group(value, setting):
+    if value not in DIGEST_GROUPS:
+        raise ImproperlyConfigured(f"{setting}['digest_group'] must be one of {list(DIGEST_GROUPS)}, got {value!r}")
+    return value
+
+
+def _url_template(value, setting):
+    """A kind's ``url``: a link to one entity in its digest and its inbox item, a template of {entity_id}, {kind}
+    and top-level payload fields ("" for none)."""
+    if not isinstance(value, str) or len(value) > 2000:
+        raise ImproperlyConfigured(f"{setting}['url'] must be a URL template of up to 2,000 characters, got {value!r}")
+    # Never a scheme of the entity's choosing ("{entity_id}" alone could make a javascript: link in the bell).
+    if value and not value.startswith(("/", "https://", "http://")):
+        raise ImproperlyConfigured(f"{setting}['url'] must start with '/', 'https://' or 'http://', got {value!r}")
+    bad = [name for name in URL_FIELD.findall(value) if not re.fullmatch(r"\w+", name)]
+    if bad:
+        raise ImproperlyConfigured(f"{setting}['url'] names fields as {{entity_id}} or {{payload_field}}, got {bad}")
+    return value
 
 
 def _category(value, setting):
@@ -383,7 +417,7 @@ FOLD_BYTES_PER_KEY = 1024
 
 def _digest(raw, queues):
     conf = {**DEFAULT_DIGEST, **_mapping(raw, "SLUICE_DIGEST")}
-    extra = set(conf) - {"flush_interval_s", "max_keys", "max_fold_keys", "max_fold_bytes", "redis_url"}
+    extra = set(conf) - {"flush_interval_s", "max_keys", "max_fold_keys", "max_fold_bytes", "redis_url", "max_items"}
     if extra:
         raise ImproperlyConfigured(f"SLUICE_DIGEST has unknown keys {sorted(extra)}")
     bulk = queues["routine"].capacity + queues["background"].capacity
@@ -393,6 +427,7 @@ def _digest(raw, queues):
     return {
         "flush_interval_s": _positive_int(conf["flush_interval_s"], "SLUICE_DIGEST['flush_interval_s']"),
         "max_keys": _positive_int(conf["max_keys"], "SLUICE_DIGEST['max_keys']"),
+        "max_items": _max_items(conf["max_items"]),
         "max_fold_keys": max_fold_keys,
         "max_fold_bytes": _positive_int(
             conf.get("max_fold_bytes", FOLD_BYTES_PER_KEY * max_fold_keys), "SLUICE_DIGEST['max_fold_bytes']"
@@ -401,6 +436,13 @@ def _digest(raw, queues):
         # decides in one round trip (a store elsewhere costs a second one for each event it folds).
         "redis_url": _redis_url(conf["redis_url"], "SLUICE_DIGEST['redis_url']") if conf.get("redis_url") else "",
     }
+
+
+def _max_items(value):
+    items = _positive_int(value, "SLUICE_DIGEST['max_items']")
+    if items > MAX_DIGEST_ITEMS:
+        raise ImproperlyConfigured(f"SLUICE_DIGEST['max_items'] must be at most {MAX_DIGEST_ITEMS}, got {value!r}")
+    return items
 
 
 @lru_cache(maxsize=1)

@@ -18,20 +18,6 @@ def inbox(raw):
     return {name: positive_int(conf[name], f"SLUICE_INBOX['{name}']") for name in DEFAULT_INBOX}
 
 
-def url_template(raw, setting):
-    """A kind's ``url``: where its inbox item links to, a str.format template of entity_id and kind ("" for none)."""
-    if not isinstance(raw, str) or len(raw) > 500:
-        raise ImproperlyConfigured(f"{setting} must be a string of up to 500 characters, got {raw!r}")
-    # Never a scheme of the entity's choosing ("{entity_id}" alone could make a javascript: link in the bell).
-    if raw and not raw.startswith(("/", "https://", "http://")):
-        raise ImproperlyConfigured(f"{setting} must start with '/', 'https://' or 'http://', got {raw!r}")
-    try:
-        raw.format(entity_id="x", kind="x")
-    except (KeyError, IndexError, ValueError) as exc:
-        raise ImproperlyConfigured(f"{setting} may use only {{entity_id}} and {{kind}}, got {raw!r} ({exc})") from None
-    return raw
-
-
 def escalate(raw, setting, kind_channels, channels):
     """A kind's ``escalate``: ``{"after_s": 900, "channels": ["email"]}`` -> (after_s, channels), or None.
 

@@ -22,13 +22,17 @@ from .metrics import (
     DEAD_LETTER_REASONS,
     DEAD_LETTERS_DROPPED,
     DEAD_LETTERS_REPLAYED,
+    DIGEST_EVENTS,
     DIGEST_FLUSH_INTERVAL,
     DIGEST_LAST_FLUSH,
+    DIGEST_MESSAGES,
     FLUSH_TRIGGERS,
     FOLD_GRAINS,
     FOLD_REASONS,
     OUTCOMES,
     dead_letter_field,
+    digest_events_field,
+    digest_messages_field,
     fold_field,
     fold_grain_field,
     last_flush_field,
@@ -150,6 +154,7 @@ class SluiceCollector:
         yield flushes
         yield from _dead_letter_counters(counters)
         yield from _fold_counters(counters)
+        yield from _digest_counters(counters)
 
 
 def _store_size(stores):
@@ -168,6 +173,16 @@ def _store_size(stores):
         limit.add_metric([], bound)
         yield size
         yield limit
+
+
+def _digest_counters(counters):
+    messages = CounterMetricFamily(DIGEST_MESSAGES, "Digest messages a flush published", labels=["class"])
+    events = CounterMetricFamily(DIGEST_EVENTS, "Folded events inside the published digests", labels=["class"])
+    for klass in ("routine", "background"):
+        messages.add_metric([klass], counters.get(digest_messages_field(klass), 0))
+        events.add_metric([klass], counters.get(digest_events_field(klass), 0))
+    yield messages
+    yield events
 
 
 def _fold_counters(counters):

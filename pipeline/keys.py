@@ -257,3 +257,9 @@ def inbox_escalating(klass):
 def inbox_rate(user_id):
     """Token bucket of one user's changes through the inbox API (read, archive)."""
     return f"{PREFIX}:inbox-rate:{user_id}"
+
+
+def digest_staged():
+    """Zset (every score 0, ordered by name) of the due fold keys a flush staged to claim user by user: a user's keys
+    share the prefix of their member, so one range finds them all (digest/lua/claim_users.lua)."""
+    return f"{DIGEST_PREFIX}staged"

@@ -193,3 +193,18 @@ INBOX_PRUNED = "inbox:pruned"
 def escalation_field(klass, result):
     """sluice_inbox_escalations_total{class, result}: unread items escalated, or cancelled before."""
     return f"inbox_escalations:{klass}:{result}"
+
+
+#: A digest's messages and the events inside them (digest.grouping): events per message is their ratio.
+DIGEST_MESSAGES = "sluice_digest_messages"
+DIGEST_EVENTS = "sluice_digest_events"
+
+
+def digest_messages_field(klass):
+    """sluice_digest_messages_total{class}: digest messages published by a flush."""
+    return f"digest_messages:{klass}"
+
+
+def digest_events_field(klass):
+    """sluice_digest_events_total{class}: the folded events those messages carry."""
+    return f"digest_events:{klass}"

@@ -29,6 +29,8 @@ class Message:
     deadline: float | None = None
     # When the message expires (seconds since the epoch), for kinds with ``expires_after_s``.
     expires_at: float | None = None
+    # An HTML alternative of ``body`` (a user's digest has one); "" for none. A channel that sends HTML sends both.
+    html: str = ""
 
     def time_left(self, cap):
         """Seconds a backend may still wait on its provider: ``cap``, or less when the deadline is nearer."""

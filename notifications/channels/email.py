@@ -4,7 +4,7 @@ import smtplib
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.mail import EmailMessage, get_connection
+from django.core.mail import EmailMultiAlternatives, get_connection
 
 from pipeline.text import single_line
 
@@ -16,7 +16,7 @@ class EmailChannel(BaseChannel):
 
     def send(self, message):
         address = address_of(message.user_id)
-        email = EmailMessage(
+        email = EmailMultiAlternatives(
             # Headers are one line: a CR or LF makes Django refuse the message on every attempt.
             subject=single_line(message.subject),
             body=message.body,
@@ -25,6 +25,8 @@ class EmailChannel(BaseChannel):
             headers={"X-Sluice-Id": single_line(message.id), "X-Sluice-Kind": single_line(message.kind)},
             connection=get_connection(self.options.get("email_backend"), **timeout(message)),
         )
+        if message.html:
+            email.attach_alternative(message.html, "text/html")
         try:
             email.send()
         except smtplib.SMTPRecipientsRefused as exc:

@@ -2,7 +2,7 @@
 the ESP's idempotency key where its API takes one), and anymail's errors mapped onto transient and permanent."""
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.mail import EmailMessage, get_connection
+from django.core.mail import EmailMultiAlternatives, get_connection
 from django.utils.module_loading import import_string
 
 from .base import Accepted, BaseChannel, PermanentSendError, TransientSendError
@@ -58,7 +58,7 @@ class AnymailChannel(BaseChannel):
         headers = {"X-Sluice-Id": message.id, "X-Sluice-Kind": message.kind}
         if self.idempotency_header:
             headers[self.idempotency_header] = message.id
-        email = EmailMessage(
+        email = EmailMultiAlternatives(
             subject=message.subject,
             body=message.body,
             from_email=self.options.get("from_email"),
@@ -71,6 +71,8 @@ class AnymailChannel(BaseChannel):
             # Most ESPs hand metadata back in their tracking webhooks: it ties an event to its notification.
             email.metadata = {"sluice_id": message.id, "sluice_channel": message.channel, "sluice_kind": message.kind}
             email.tags = [message.kind]
+        if message.html:
+            email.attach_alternative(message.html, "text/html")
         try:
             email.send()
         except (AnymailRecipientsRefused, AnymailInvalidAddress) as exc:

@@ -16,6 +16,7 @@ from pipeline.text import single_line
 from ..channels.base import PermanentSendError
 from ..inbox_models import InboxItem
 from ..render import DEFAULT_DIGEST_TEMPLATE, DEFAULT_TEMPLATE, _render, recipient
+from ..user_digest import link
 
 logger = logging.getLogger("sluice.inbox")
 
@@ -102,9 +103,8 @@ def render(kind, item):
 
 
 def _url(kind, message):
-    if not kind.url:
-        return ""
-    return kind.url.format(entity_id=message.entity_id, kind=message.kind)[:500]
+    item = {"entity_id": message.entity_id, "kind": message.kind}
+    return link(kind.url, item, message.payload or {})[:500]
 
 
 def prune_over_bound(user_id):

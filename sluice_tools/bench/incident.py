@@ -255,6 +255,9 @@ def summarize(config, raw):
             "max_depth": max((p[queue] for p in raw["samples"]), default=0),
         }
     routine_total = sum(v for (k, _), v in outcomes.items() if k == "routine")
+    # What a person receives: routine's events in per message out (one digest per user and channel per flush).
+    routine_sent = result["routine"]["sent"]
+    result["routine"]["events_per_message"] = round(routine_total / routine_sent, 2) if routine_sent else None
     result["folded_pct"] = round(100 * outcomes["routine", "folded"] / routine_total, 1) if routine_total else 0.0
     result["rejected"] = sum(v for (_, o), v in outcomes.items() if o == "rejected")
     result["lost"] = lost

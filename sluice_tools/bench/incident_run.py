@@ -34,8 +34,12 @@ def run(redis_url, scale, out, flush_interval_s, stdout):
         stdout.write(f"{name}: replaying the incident at scale {scale}")
         raws[name] = incident.run_config(name, redis_url, scale, flush_interval_s, progress, database_url=database_url)
         configs[name] = incident.summarize(name, raws[name])
-        c = configs[name]["critical"]
+        c, r = configs[name]["critical"], configs[name]["routine"]
         stdout.write(f"\n  critical p50 {c['p50_ms']} ms, p99 {c['p99_ms']} ms; lost {configs[name]['lost']}")
+        stdout.write(
+            f"  routine p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms, max {r['max_ms']} ms; "
+            f"{r['events']} events in / {r['sent']} messages out = {r['events_per_message']} events per message"
+        )
     sluice_p99 = configs["sluice"]["critical"]["p99_ms"]
     result = {
         "idle_floor_ms": {"p50": floor["p50"], "p99": floor["p99"]},

@@ -58,11 +58,15 @@ def markdown(result, checks, plot_name, meta):
                 f"| {LABELS[name]} | {klass} | {c['p50_ms']} | {c['p99_ms']} | {c['max_ms']} | "
                 f"{c['events']} | {c['sent']} | {c['max_depth']} |"
             )
-    lines += ["", "| configuration | routine folded | rejected | lost | Redis peak |", "|---|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        "| configuration | routine folded | routine events per message | rejected | lost | Redis peak |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for name, config in result["configs"].items():
         lines.append(
-            f"| {LABELS[name]} | {config['folded_pct']}% | {config['rejected']} | {config['lost']} | "
-            f"{config['redis_peak_bytes'] / 1e6:.1f} MB |"
+            f"| {LABELS[name]} | {config['folded_pct']}% | {config['routine'].get('events_per_message')} | "
+            f"{config['rejected']} | {config['lost']} | {config['redis_peak_bytes'] / 1e6:.1f} MB |"
         )
     ratios = result["ratios"]
     lines += [

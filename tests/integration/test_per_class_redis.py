@@ -332,7 +332,8 @@ def test_critical_alone_on_its_redis_and_the_rest_sharing_one(settings, db):
         }
         assert list(fold_store_classes().values()) == [["routine", "background"]]
         for kind in (ROUTINE, BACKGROUND):
-            outcomes = [notify(User(pk=7), kind, entity_id=f"e{n % 2}") for n in range(6)]
+            # Two users, one entity each: one digest each (a user's keys of one class would share one).
+            outcomes = [notify(User(pk=7 + n % 2), kind, entity_id=f"e{n % 2}") for n in range(6)]
             assert outcomes[:2] == [Outcome.ACCEPTED] * 2
             assert set(outcomes[2:]) <= {Outcome.FOLDED, Outcome.COLLAPSED}
         shared = get_redis(urls["routine"])

@@ -1,4 +1,4 @@
-"""The digest: fold, flush once per key, backpressure, crash recovery, the size trigger and the beat schedule."""
+"""The digest: fold, flush once per user, backpressure, crash recovery, the size trigger and the beat schedule."""
 
 import json
 import textwrap
@@ -14,18 +14,22 @@ from tests.digest_helpers import fold, published
 pytestmark = pytest.mark.django_db
 
 
-def test_flush_sends_one_message_per_key_with_its_count(redis_client, settings):
+def test_flush_sends_one_message_per_user_with_each_keys_count(redis_client, settings):
     for i in range(20):
         fold(1, entity_id="report", payload={"title": "Quarterly report move", "i": i})
     fold(1, entity_id="budget")
     fold(2, entity_id="report")
-    assert run_flush("test") == 3
-    sent = {(m["user_id"], m["entity_id"]): m for m in published(redis_client)}
-    assert {k: m["count"] for k, m in sent.items()} == {(1, "report"): 20, (1, "budget"): 1, (2, "report"): 1}
-    assert sent[(1, "report")]["payload"] == {"title": "Quarterly report move", "i": 19}
-    assert sent[(1, "report")]["first_seen"] <= sent[(1, "report")]["last_seen"]
+    assert run_flush("test") == 2
+    sent = {m["user_id"]: m for m in published(redis_client)}
+    items = {item["entity_id"]: item for item in sent[1]["digest"]["items"]}
+    assert {k: item["count"] for k, item in items.items()} == {"report": 20, "budget": 1}
+    assert (sent[1]["count"], sent[1]["channels"]) == (21, ["email"])
+    assert items["report"]["payload"] == {"title": "Quarterly report move", "i": 19}
+    assert items["report"]["first_seen"] <= items["report"]["last_seen"]
+    # A user with one key gets that key's own message, as its kind's digest template renders it.
+    assert (sent[2]["entity_id"], sent[2]["count"], "digest" in sent[2]) == ("report", 1, False)
     assert redis_client.zcard(keys.pending()) == 0
-    assert store.state()["last_flush_size"] == 3
+    assert store.state()["last_flush_size"] == 2
     assert run_flush("test") == 0
 
 
@@ -41,8 +45,8 @@ def test_fold_arriving_during_a_flush_lands_in_the_next_digest(redis_client):
 
 def test_full_queue_keeps_digests_pending_until_there_is_room(redis_client, settings):
     settings.SLUICE_QUEUES = {"routine": {"capacity": 2}}
-    for entity in "abcd":
-        fold(1, entity_id=entity)
+    for user, entity in enumerate("abcd"):
+        fold(user, entity_id=entity)  # four users: one message each
     redis_client.lpush("routine", "busy-1")
     assert run_flush("test") == 1
     assert redis_client.zcard(keys.pending()) == 3
@@ -86,10 +90,10 @@ def test_size_trigger_enqueues_one_flush_at_max_keys(redis_client, settings):
 
     from notifications import notify
 
-    user = get_user_model()(pk=1)
-    notify(user, "task.comment", entity_id="fills-the-queue")
+    notify(get_user_model()(pk=1), "task.comment", entity_id="fills-the-queue")
     for i in range(12):
-        notify(user, "task.comment", entity_id=f"t{i}")
+        # Twelve users: one digest message each (a user's keys would go out together).
+        notify(get_user_model()(pk=i + 2), "task.comment", entity_id=f"t{i}")
     flushes = [json.loads(m) for m in redis_client.lrange("critical", 0, -1)]
     assert [m["headers"]["task"] for m in flushes] == ["sluice.digest.flush"]
     from tests.digest_helpers import published as kwargs_of

@@ -7,9 +7,8 @@ import pytest
 from django.test import Client
 
 from digest.flush import run_flush
-from notifications import Outcome, Rejected, Unavailable, notify
+from notifications import Outcome, Rejected, Unavailable, notify, user_digest
 from notifications.models import IngestToken
-from notifications.render import render
 from pipeline import keys
 from pipeline.conf import sluice_settings
 from pipeline.metrics import read_counters
@@ -62,13 +61,14 @@ def test_coarse_digests_say_how_many_events_across_how_many_items(full_queues, s
     redis_client.delete("routine")
     settings.SLUICE_QUEUES = {"routine": {"capacity": 100}}
     run_flush("test")
-    digests = {m["count"]: m for m in published(redis_client)}
-    kinds = sluice_settings().kinds
-    by_kind = render(kinds["task.due_changed"], digests[8], digest=True)[0]
-    assert by_kind == "8 task.due_changed updates across 4 items"
-    by_user = digests[36]
-    assert (by_user["grain"], by_user["entities"], by_user["kinds"]) == ("user", 12, 2)
-    assert render(kinds[by_user["kind"]], by_user, digest=True)[0] == "36 new notifications"
+    # The user's one email digest lists each fold, the coarse ones saying across how many items and kinds.
+    [email] = [m for m in published(redis_client) if m["channels"] == ["email"]]
+    items = {item["grain"]: item for item in email["digest"]["items"]}
+    assert (items["user"]["count"], items["user"]["entities"], items["user"]["kinds"]) == (36, 12, 2)
+    _subject, body, _html = user_digest.render(email["digest"], None, sluice_settings().kinds)
+    assert "- 8 task.due_changed updates across 4 items" in body
+    assert "- 36 notifications across 2 kinds and 12 items" in body
+    assert email["count"] == 3 + 8 + 36
     assert redis_client.hgetall(keys.fold_store_size()) == {b"k": b"0", b"b": b"0"}
 
 

@@ -54,7 +54,7 @@ def test_a_bad_inbox_setting_names_its_key(channels, inbox, named):
         ({"escalate": {"after_s": 60, "channels": ["fax"]}}, "['escalate']['channels'] names channels not in"),
         ({"escalate": {"after_s": 60, "channels": ["inbox"]}}, "cannot name an inbox channel"),
         ({"url": "javascript:alert(1)"}, "['url'] must start with"),
-        ({"url": "/docs/{user}/"}, "['url'] may use only"),
+        ({"url": "/docs/{user.id}/"}, "['url'] names fields as"),
     ],
 )
 def test_a_bad_kind_option_names_its_key(channels, options, named):

@@ -1,0 +1,59 @@
+"""The Lua wire of one digest per user: claim whole users' folds, publish a user group's messages, hand them over."""
+
+import time
+
+from pipeline import keys
+
+from .store import HANDOVER_TTL_S, script
+
+# The most due keys staged at once for claiming user by user (claim_users.lua): one step's work stays bounded. A
+# user whose keys fall both inside and past a stage of this many (only with more due keys than it) gets two digests.
+STAGE_LIMIT = 10_000
+
+
+def claim_users(flush_id, max_users, max_keys, lease_s, client):
+    """Claim the due folds of up to ``max_users`` whole users (and about ``max_keys`` keys) for ``flush_id``; return
+    their members."""
+    claimed = script("claim_users", on=client)(
+        keys=[keys.pending(), keys.digest_staged(), keys.claims(), keys.claim_set(flush_id)],
+        args=[
+            keys.fold(""),
+            flush_id,
+            time.time() + lease_s,
+            max_users,
+            max_keys,
+            STAGE_LIMIT,
+            keys.claimed(flush_id, ""),
+        ],
+    )
+    return [m.decode() for m in claimed]
+
+
+def _claimed_prefix(flush_id):
+    # keys.claimed(flush_id, member) is this prefix and the member.
+    return keys.claimed(flush_id, "")
+
+
+def publish_group(flush_id, step, queue, messages, counters, client):
+    """Push a step's ``messages`` (grouping.Step) and release every fold it covers in one step; 1 sent, 0 queue full,
+    -1 done already. ``counters`` is (published field, digest messages field, digest events field, events)."""
+    return script("publish_group", on=client)(
+        keys=[keys.claim_set(flush_id), keys.counters(), keys.fold_store_size(), *keys.priority_lists(queue.name)],
+        args=[_claimed_prefix(flush_id), queue.capacity, len(step.members), *step.members, *counters, *messages],
+    )
+
+
+def publish_group_elsewhere(flush_id, step, queue, messages, counters, client, queue_client):
+    """publish_group() for a fold store on another Redis than ``queue``'s (on ``queue_client``): the messages go out
+    with the step's handover mark in one step there, then its claims are dropped here. Whoever takes over a flusher
+    that died in between finds the mark and only drops the claims. Same codes."""
+    code = script("push_group_handover", on=queue_client)(
+        keys=[keys.handover(flush_id), keys.counters(), *keys.priority_lists(queue.name)],
+        args=[queue.capacity, step.mark, HANDOVER_TTL_S, *counters, len(step.members), *step.members, *messages],
+    )
+    if code != 0:
+        script("drop_group", on=client)(
+            keys=[keys.claim_set(flush_id), keys.fold_store_size()],
+            args=[_claimed_prefix(flush_id), *step.members],
+        )
+    return code
