@@ -6,12 +6,12 @@ from functools import lru_cache
 
 from redis.exceptions import RedisError
 
-from pipeline import keys
+from digest.fold_store import fold_redis, members, script
+from pipeline.connections import class_redis, fold_store_url, folds_elsewhere
 from pipeline.metrics import fold_field
-from pipeline.store import class_redis, fold_store_url, folds_elsewhere
+from pipeline.redis import keys
 
 from . import admission_wire as wire
-from .store import fold_redis, members, script
 
 logger = logging.getLogger("sluice.digest")
 

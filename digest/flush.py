@@ -15,16 +15,17 @@ from contextlib import contextmanager
 
 from redis.exceptions import RedisError
 
-from pipeline import keys, metrics
+from digest import fold_store, grouping, user_claims
+from digest.fold_store import script
+from pipeline import metrics
 from pipeline.celery import task
 from pipeline.conf import CLASSES, sluice_settings
+from pipeline.connections import class_redis, fold_store_classes, folds_elsewhere, get_redis
 from pipeline.depth import depth
 from pipeline.message import event_kwargs_json, send_message
-from pipeline.store import class_redis, fold_store_classes, folds_elsewhere, get_redis
+from pipeline.redis import keys
 
-from . import grouping, store, user_claims
 from .signals import flush_started
-from .store import script
 
 logger = logging.getLogger("sluice.digest")
 
@@ -118,10 +119,10 @@ def run_flush(trigger, batch=BATCH, lease_s=LEASE_S):
 def _flush_store(client, classes, trigger, batch, lease_s, full, room, counted=True):
     """Flush the fold store on ``client`` (holding ``classes``' folds and queues); return digests published."""
     published = 0
-    for stale in store.expired_claims(client):
-        store.renew(stale, lease_s, client)
+    for stale in fold_store.expired_claims(client):
+        fold_store.renew(stale, lease_s, client)
         logger.warning("taking over flush %s, whose flusher died or stalled", stale)
-        published += _publish(stale, store.claimed_members(stale, client), full, client, classes)
+        published += _publish(stale, fold_store.claimed_members(stale, client), full, client, classes)
     exhausted = False
     while not full.intersection(classes) and room > 0:
         # One claim id per batch: a key folded again after its digest went out is claimed anew, under
@@ -166,7 +167,7 @@ def _publish(flush_id, members, full, client, classes):
 
     class_of = functools.partial(grouping.class_of, conf=conf, classes=classes)
     # Newest groups first: each goes to the end workers take from, so the oldest ends up taken first.
-    for group in grouping.group_folds(store.read_claimed(flush_id, members, client), class_of):
+    for group in grouping.group_folds(fold_store.read_claimed(flush_id, members, client), class_of):
         klass = group.klass
         if klass in full:
             _unclaim(flush_id, group.members, client)
@@ -178,7 +179,7 @@ def _publish(flush_id, members, full, client, classes):
                 _unclaim(flush_id, step.members, client)
                 continue
             published += _publish_step(flush_id, step, klass, queue, full, client, handed_to)
-    store.release(flush_id, client, handed_to.values())
+    fold_store.release(flush_id, client, handed_to.values())
     return published
 
 
@@ -213,7 +214,7 @@ def _publish_step(flush_id, step, klass, queue, full, client, handed_to):
 
 def _unclaim(flush_id, members, client):
     for member in members:
-        store.unclaim(flush_id, member, client)
+        fold_store.unclaim(flush_id, member, client)
 
 
 def _message(flush_id, fold, *, klass, queue_name, conf):

@@ -2,9 +2,8 @@
 
 import time
 
-from pipeline import keys
-
-from .store import HANDOVER_TTL_S, script
+from digest.fold_store import HANDOVER_TTL_S, script
+from pipeline.redis import keys
 
 # The most due keys staged at once for claiming user by user (claim_users.lua): one step's work stays bounded. A
 # user whose keys fall both inside and past a stage of this many (only with more due keys than it) gets two digests.

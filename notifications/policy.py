@@ -23,7 +23,7 @@ from pipeline.bounded_push import PUSHED, count_rejection, opens_burst, push
 from pipeline.conf import Kind, sluice_settings
 from pipeline.depth import depth, drain_rate
 from pipeline.message import event_kwargs_json, send_message
-from pipeline.urls import describe
+from pipeline.redis.addresses import describe
 
 from .exceptions import QueueCeilingReached, Rejected, Unavailable
 from .outcome import Outcome
@@ -92,7 +92,7 @@ def publish_event(event):
 
 
 def _where(klass, exc):
-    # The class's Redis, or the digest's when the fold on it is what failed (digest/store.py says so).
+    # The class's Redis, or the digest's when the fold on it is what failed (digest/fold_store.py says so).
     url = getattr(exc, "sluice_redis_url", None) or sluice_settings().queues[klass].redis_url
     return describe(url)  # never the password
 

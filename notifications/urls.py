@@ -5,10 +5,11 @@ providers' webhooks."""
 
 from django.urls import include, path
 
-from .callbacks import provider_status
-from .esp_webhooks import esp_tracking
+from notifications.delivery.callbacks import provider_status
+from notifications.delivery.esp_webhooks import esp_tracking
+from notifications.preferences.views import preferences_view
+
 from .ingest.views import ingest
-from .preferences_api import preferences_view
 
 app_name = "sluice"
 
@@ -17,10 +18,10 @@ urlpatterns = [
     path("preferences/", preferences_view, name="preferences"),
     # The signed-in user's inbox: list, unread count, mark read, archive (notifications.inbox.views).
     path("inbox/", include("notifications.inbox.urls")),
-    # The generic HTTP providers' delivery status callbacks (notifications.callbacks).
+    # The generic HTTP providers' delivery status callbacks (notifications.delivery.callbacks).
     path("providers/<str:channel>/<str:provider>/status/", provider_status, name="provider_status"),
     # anymail's tracking webhooks (e.g. anymail/postmark/tracking/), only those of the ESPs SLUICE_CHANNELS'
     # providers send through, and never its inbound ones: they authenticate the ESP and send anymail's tracking
-    # signal, which notifications.tracking turns into delivery status records.
+    # signal, which notifications.delivery.tracking turns into delivery status records.
     path("anymail/<str:esp>/tracking/", esp_tracking, name="esp_tracking"),
 ]

@@ -15,9 +15,11 @@ import threading
 import time
 import uuid
 
-from . import keys, reaper
+from pipeline import reaper
+from pipeline.connections import class_redis, get_redis, script, shared_redis
+from pipeline.redis import keys
+
 from .conf import CLASSES, sluice_settings
-from .store import class_redis, get_redis, script, shared_redis
 
 _local = threading.local()
 

@@ -10,7 +10,8 @@ import logging
 
 from django.db import DatabaseError
 
-from . import keys
+from pipeline.redis import keys
+
 from .metrics import BEAT_FLUSH_INTERVAL_FIELD
 
 logger = logging.getLogger("sluice.digest")
@@ -71,7 +72,7 @@ def on_post_migrate(sender, using="default", **kwargs):
 def record_running_interval(seconds):
     """Beat's side: store the interval it runs the flush at in every fold store's digest stats (the exporter's
     sluice_digest_flush_interval_seconds)."""
-    from .store import fold_store_classes, get_redis
+    from pipeline.connections import fold_store_classes, get_redis
 
     for url in fold_store_classes():
         get_redis(url).hset(keys.digest_stats(), BEAT_FLUSH_INTERVAL_FIELD, seconds)

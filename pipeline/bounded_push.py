@@ -6,10 +6,11 @@ What a class does when its queue is full (wait, fold, collapse) is the class pol
 
 from functools import lru_cache
 
-from . import keys
+from pipeline.connections import class_redis, script
+from pipeline.redis import keys
+
 from .errors import QueueCeilingReached
 from .metrics import notifications_field
-from .store import class_redis, script
 
 PUSHED, FULL, CEILING = 1, 0, -1
 

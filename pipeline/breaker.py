@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
-from . import keys
+from pipeline.connections import script, shared_redis
+from pipeline.redis import keys
+
 from .conf import sluice_settings
 from .metrics import PROVIDER_STATES, provider_call_field, provider_transition_prefix
-from .store import script, shared_redis
 
 logger = logging.getLogger("sluice.breaker")
 

@@ -28,7 +28,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from kombu.utils.url import maybe_sanitize_url
 
-from . import urls
+from pipeline.redis import addresses
 
 TRANSPORTS = ("pipeline.transport:Transport", "pipeline.transport:SentinelTransport")
 
@@ -76,7 +76,7 @@ def broker_settings(url):
     for sentinel://), the URL's TLS options, and the transport options over the defaults and SLUICE_CELERY's."""
     from .conf import celery_overrides
 
-    found = urls.celery_broker(url)
+    found = addresses.celery_broker(url)
     found["broker_transport_options"] = {
         **DEFAULTS["broker_transport_options"],
         **celery_overrides().get("broker_transport_options", {}),
@@ -175,7 +175,7 @@ def _same_broker(url, connection):
         return False
     db = str(info.get("virtual_host") or "").strip("/") or "0"
     theirs = ("tcp", info.get("hostname") or "localhost", int(info.get("port") or 6379), int(db) if db.isdigit() else 0)
-    return urls.identity(url) == theirs
+    return addresses.identity(url) == theirs
 
 
 NO_SETTINGS = (
@@ -245,7 +245,7 @@ def _build():
     for fun, options in _declared:
         app.task(fun, shared=False, **options)
     _declared.clear()
-    from .signals import stamp_published_at
+    from pipeline.publish_stamp import stamp_published_at
 
     # Connected once, here: a process that never builds Sluice's app has none of Sluice's receivers.
     celeryd_init.connect(_broker_of_its_queues, dispatch_uid="sluice.celery.broker_of_its_queues")
@@ -282,9 +282,9 @@ def _broker_of_its_queues(sender=None, instance=None, conf=None, options=None, *
     if isinstance(asked, str):
         asked = asked.split(",")
     serving = [k for k in CLASSES if queues[k].name in {name.strip() for name in asked}]
-    found = list({urls.identity(queues[k].redis_url): queues[k].redis_url for k in serving}.values())
+    found = list({addresses.identity(queues[k].redis_url): queues[k].redis_url for k in serving}.values())
     if len(found) > 1:
-        where = ", ".join(f"{k} on {urls.describe(queues[k].redis_url)}" for k in serving)
+        where = ", ".join(f"{k} on {addresses.describe(queues[k].redis_url)}" for k in serving)
         _refuse(
             f"this worker serves queues on different Redis servers ({where}): a worker has one broker, so run one "
             "worker per Redis (manage.py worker <class>), as SLUICE_QUEUES[class]['redis_url'] places them"
@@ -300,7 +300,7 @@ def _broker_of_its_queues(sender=None, instance=None, conf=None, options=None, *
     if actual != expected["broker_url"]:
         _refuse(
             f"this worker's broker is {maybe_sanitize_url(actual)}, but its queues' events are published to "
-            f"{urls.describe(found[0])} (SLUICE_QUEUES[class]['redis_url']): drop the --broker option"
+            f"{addresses.describe(found[0])} (SLUICE_QUEUES[class]['redis_url']): drop the --broker option"
         )
 
 
@@ -320,7 +320,7 @@ def _refuse_flower_without_auth(sender=None, **kwargs):
     context = click.get_current_context(silent=True)
     if context is None or context.command.name != "flower":
         return
-    from .flower import refuse_without_auth
+    from pipeline.flower_auth import refuse_without_auth
 
     try:
         refuse_without_auth(list(context.params.get("tornado_argv") or ()))

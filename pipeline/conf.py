@@ -9,7 +9,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from . import conf_inbox, conf_providers, urls
+from pipeline import conf_inbox, conf_providers
+from pipeline.redis import addresses
+
 from .conf_providers import BreakerConfig, ProviderConfig  # noqa: F401 - the resolver's types
 from .validate import mapping as _mapping
 from .validate import positive_int as _positive_int
@@ -22,14 +24,15 @@ DEFAULT_QUEUE = {"capacity": 2048, "wait_ms": 0}
 # How long one attempt of one channel's send may take, every provider of a failover included. Critical is
 # short: a reminder that waits ten seconds on a provider is better sent through the next one, or retried.
 DEFAULT_SEND_BUDGET_S = {"critical": 10, "routine": 30, "background": 30}
-# The send claim (notifications.claims.CLAIM_TTL_S, 120 s) must outlive the attempt it guards.
+# The send claim (notifications.delivery.claims.CLAIM_TTL_S, 120 s) must outlive the attempt it guards.
 MAX_SEND_BUDGET_S = 120
 DEFAULT_DIGEST = {"flush_interval_s": 60, "max_keys": 200, "max_items": 20}
 # A user's digest lists at most this many groups, whatever SLUICE_DIGEST["max_items"] says: the message's size
 # stays bounded (each listed group carries its latest payload).
 MAX_DIGEST_ITEMS = 200
-# The most messages one send task of a class handles at once (notifications.engine): critical one at a time, so a
-# reminder never waits behind another; routine a moderate batch; background a larger one, for bulk provider calls.
+# The most messages one send task of a class handles at once (notifications.delivery.engine): critical one at a
+# time, so a reminder never waits behind another; routine a moderate batch; background a larger one, for bulk
+# provider calls.
 # Not 1,000 for background: bench batches measured 200 within noise of 1,000 per slot (each message's own claim,
 # gate and record cost more than its share of a call by then), and a batch's messages leave the queue's bound.
 DEFAULT_BATCH = {"critical": 1, "routine": 50, "background": 200}
@@ -52,7 +55,7 @@ class QueueConfig:
     # The Redis of this class: its queue (the broker of its pool), admission, folds, overflow, throttles, send
     # claims, dead letters and counters (SLUICE_QUEUES[class]["redis_url"], by default SLUICE_REDIS_URL).
     redis_url: str = ""
-    # The most messages one send task takes from the queue and handles together (notifications.engine).
+    # The most messages one send task takes from the queue and handles together (notifications.delivery.engine).
     batch: int = 1
 
 
@@ -532,7 +535,7 @@ def _default_redis_url(raw_queues):
 
 
 def _redis_url(url, setting):
-    urls.parse(url, setting)
+    addresses.parse(url, setting)
     return url
 
 

@@ -11,12 +11,14 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 
-from . import keys, marks
+from pipeline import marks
+from pipeline.connections import class_redis, classes_by_redis, script
+from pipeline.redis import keys
+
 from .conf import CLASSES, sluice_settings
 from .message import send_message
 from .metrics import DEAD_LETTER_REASONS as REASONS
 from .metrics import DEAD_LETTERS_DROPPED, DEAD_LETTERS_REPLAYED, dead_letter_field
-from .store import class_redis, classes_by_redis, script
 
 __all__ = ["REASONS", "DeadLetter", "add", "discard", "entries", "replay", "size"]
 

@@ -1,8 +1,9 @@
 """Each queue's capacity and current depth: the one API the exporter, the admin and the benchmarks use."""
 
-from . import keys
+from pipeline.connections import class_redis, classes_by_redis
+from pipeline.redis import keys
+
 from .conf import CLASSES, sluice_settings
-from .store import class_redis, classes_by_redis
 
 
 def snapshot(client=None):

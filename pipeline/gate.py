@@ -11,9 +11,10 @@ import time
 import uuid
 from contextlib import contextmanager
 
-from . import keys
+from pipeline.connections import same_redis, script, shared_redis
+from pipeline.redis import keys
+
 from .conf import sluice_settings
-from .store import same_redis, script, shared_redis
 
 # Longer than any send; a worker that dies holding a concurrency slot frees it after this.
 LEASE_TTL_MS = 120_000
@@ -76,7 +77,7 @@ def ask(channel, klass, payload=None, max_wait_s=None):
 
 
 def on_redis_of(klass):
-    """Whether the gates live on ``klass``'s own Redis (pipeline.store.shared_redis is critical's), so that a send
+    """Whether the gates live on ``klass``'s own Redis (pipeline.connections.shared_redis is critical's), so that a send
     claim of the class can be taken in the gate's round trip (hold's ``claim``)."""
     queues = sluice_settings().queues
     return same_redis(queues[klass].redis_url, queues["critical"].redis_url)

@@ -4,7 +4,9 @@ import math
 import time
 import zlib
 
-from . import keys, reaper
+from pipeline import reaper
+from pipeline.redis import keys
+
 from .celery import get_app
 
 #: Width of a time bucket. A mark lives between lifetime_s() and lifetime_s() + BUCKET_S after its send.

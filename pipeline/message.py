@@ -15,8 +15,9 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import NamedTuple
 
+from pipeline.publish_stamp import PUBLISHED_AT
+
 from .queues import send_task_name
-from .signals import PUBLISHED_AT
 
 #: The header that restricts a send to some of its kind's channels (what a user's preferences left on).
 CHANNELS_HEADER = "sluice_channels"

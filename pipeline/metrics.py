@@ -11,8 +11,8 @@ import logging
 
 from redis.exceptions import RedisError
 
-from . import keys
-from .store import class_redis, every_redis, get_redis, script
+from pipeline.connections import class_redis, every_redis, get_redis, script
+from pipeline.redis import keys
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, float("inf"))
 OUTCOMES = ("accepted", "folded", "collapsed", "deferred", "suppressed", "rejected")

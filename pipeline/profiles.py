@@ -2,7 +2,7 @@
 
 All pools share two settings: prefetch is disabled (pipeline.celery's FORCED settings), so a worker
 takes a message only when a slot is free and queue depth stays the true backlog; and every send task
-acks late (notifications.tasks), so a worker that dies mid-send leaves its message to be redelivered.
+acks late (notifications.delivery.tasks), so a worker that dies mid-send leaves its message to be redelivered.
 """
 
 from dataclasses import dataclass

@@ -12,14 +12,14 @@ across every worker (a lock), runs every quarter of ``fetch_dead_after_s`` in ea
 So a dead consumer's messages are back in their queue within ``bound_s()``: its heartbeat expires at most
 ``fetch_dead_after_s`` after the kill, the next scan starts within a quarter of it, and the scan itself takes
 well under ``SCAN_ALLOWANCE_S`` (docs/reliability.md gives the measured figures). Every key name comes from
-pipeline.keys; the Lua script is given each one.
+pipeline.redis.keys; the Lua script is given each one.
 """
 
 from dataclasses import dataclass, field
 
-from . import keys
-from .store import lua_source
-from .store import script as engine_scripts
+from pipeline.connections import lua_source
+from pipeline.connections import script as engine_scripts
+from pipeline.redis import keys
 
 #: The most messages (and delivery tags) one reap step moves: a Lua call stays short however much a consumer held.
 STEP = 500

@@ -9,11 +9,12 @@ exception the send task turns into a requeue of the original.
 import json
 import time
 
-from . import keys
+from pipeline.connections import class_redis, script
+from pipeline.redis import keys
+
 from .conf import sluice_settings
 from .errors import QueueCeilingReached
 from .message import send_message
-from .store import class_redis, script
 
 
 def republish(klass, task_id, kwargs, *, published_at, retries, countdown=0):

@@ -30,11 +30,13 @@ from redis import Redis as RedisClient
 from redis import exceptions as redis_errors
 from redis.sentinel import Sentinel
 
-from . import keys, reaper
+from pipeline import reaper
+from pipeline.connections import lua_source
+from pipeline.connections import script as engine_scripts
+from pipeline.redis import keys
+from pipeline.redis.sentinel import FollowingSentinelPool
+
 from .errors import QueueCeilingReached
-from .sentinel import FollowingSentinelPool
-from .store import lua_source
-from .store import script as engine_scripts
 
 logger = logging.getLogger("sluice.fetch")
 
@@ -307,8 +309,9 @@ class Transport(redis.Transport):
 
 class SentinelChannel(Channel, redis.SentinelChannel):
     """The reliable fetch over kombu's Sentinel channel, on pools that follow a failover within a second
-    (pipeline/sentinel.py): the acks and the reaper move to the new master by themselves, and the fetch connection,
-    which stays open for good, is given up as lost when the master moved, so the worker reconnects to the new one."""
+    (pipeline/redis/sentinel.py): the acks and the reaper move to the new master by themselves, and the fetch
+    connection, which stays open for good, is given up as lost when the master moved, so the worker reconnects to the
+    new one."""
 
     from_transport_options = tuple(
         dict.fromkeys((*Channel.from_transport_options, *redis.SentinelChannel.from_transport_options))

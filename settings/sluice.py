@@ -6,7 +6,7 @@ The values are validated by ``pipeline.conf`` and its system checks, never here.
 import json
 import os
 
-from sluice_tools.kinds import DEMO_KINDS
+from sluice_tools.demo_kinds import DEMO_KINDS
 
 
 def _env_json(name, default):

@@ -56,7 +56,7 @@ def redis_server():
 @pytest.fixture
 def redis_client(redis_server):
     """The coordination client, on an empty database."""
-    from pipeline.store import get_redis
+    from pipeline.connections import get_redis
 
     client = get_redis()
     client.flushdb()

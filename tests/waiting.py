@@ -30,8 +30,8 @@ def wait_for(predicate, timeout=20.0, what=None):
 def settled(*queues, client=None):
     """Nothing waits in ``queues``, nothing is fetched but unrecorded, and nothing is delivered but unacknowledged
     (kombu's unacked record): every send that was coming has come, so a test may count them."""
-    from pipeline import keys
-    from pipeline.store import get_redis
+    from pipeline.connections import get_redis
+    from pipeline.redis import keys
 
     client = client or get_redis()
     fetched = any(client.llen(key) for key in client.scan_iter(f"{keys.fetch_prefix()}*:processing:*"))
@@ -41,7 +41,7 @@ def settled(*queues, client=None):
 def fetching(count, client=None):
     """At least ``count`` worker consumers have made their first fetch (each registers itself in the same write as
     its fetch, pipeline.transport): the workers are connected and taking messages."""
-    from pipeline import keys
-    from pipeline.store import get_redis
+    from pipeline.connections import get_redis
+    from pipeline.redis import keys
 
     return (client or get_redis()).scard(keys.fetch_consumers()) >= count

@@ -1,7 +1,7 @@
 -- Claim up to ARGV[4] pending fold keys that are due, for one flush: each fold hash is renamed under the flush
 -- id, so a fold that arrives afterwards starts a fresh hash and lands in the next digest. Keys held for later
 -- (quiet hours, a cadence) have a score in the future and stay pending.
--- Key names are derived here from the prefixes passed in (pipeline/keys.py), because the members are only known
+-- Key names are derived here from the prefixes passed in (pipeline/redis/keys.py), because the members are only known
 -- inside the script; Sluice runs each Redis on a single instance (kombu's needs one anyway), never on Redis Cluster.
 -- KEYS[1]  pending zset: member -> when it is due
 -- KEYS[2]  claims zset: flush id -> lease expiry

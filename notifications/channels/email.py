@@ -2,6 +2,7 @@
 
 import smtplib
 
+from django.apps import apps
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import EmailMultiAlternatives, get_connection
@@ -57,7 +58,8 @@ def address_of(user_id):
 
 def refuse_suppressed(address):
     """Raise SuppressedRecipient when ``address`` bounced hard or complained (the suppression list, in the admin)."""
-    from ..models import Suppression
+    # Looked up by name: the suppression list belongs to the delivery wing, which itself uses the channels.
+    Suppression = apps.get_model("sluice_notifications", "Suppression")
 
     reason = Suppression.reason_for(address)
     if reason is not None:

@@ -42,7 +42,7 @@ class HttpProviderChannel(BaseChannel):
     - ``message_id_field``: where the answer's JSON holds the provider's message id ("sid", "name", "a.b");
     - ``idempotency_header`` ("Idempotency-Key"; None to send none), given the notification id;
     - ``status_callback``: ``basic_auth`` ("user:password" or a list), ``message_id_field``, ``status_field`` and
-      ``statuses`` (the provider's status -> sent, delivered or failed) for notifications.callbacks.
+      ``statuses`` (the provider's status -> sent, delivered or failed) for notifications.delivery.callbacks.
     """
 
     def __init__(self, name, **options):

@@ -8,7 +8,8 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from redis.exceptions import RedisError
 
-from ..inbox_models import InboxItem
+from notifications.inbox.models import InboxItem
+
 from . import unread
 
 

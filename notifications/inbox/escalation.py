@@ -16,13 +16,14 @@ import uuid
 
 from django.utils import timezone
 
-from pipeline import keys, metrics
+from notifications.inbox.models import InboxItem
+from pipeline import metrics
 from pipeline.bounded_push import PUSHED, push
 from pipeline.conf import CLASSES, sluice_settings
+from pipeline.connections import class_redis
 from pipeline.message import event_kwargs_json, send_message
-from pipeline.store import class_redis
+from pipeline.redis import keys
 
-from ..inbox_models import InboxItem
 from ..policy import default_plan
 from .unread import script
 

@@ -9,12 +9,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import Case, F, IntegerField, Value, When
 from django.template.loader import select_template
 
+from notifications.inbox.models import InboxItem
 from pipeline import metrics
 from pipeline.conf import sluice_settings
 from pipeline.text import single_line
 
 from ..channels.base import PermanentSendError
-from ..inbox_models import InboxItem
 from ..render import DEFAULT_DIGEST_TEMPLATE, DEFAULT_TEMPLATE, _render, recipient
 from ..user_digest import link
 

@@ -5,11 +5,11 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from notifications.inbox.models import InboxItem
 from pipeline import metrics
 from pipeline.celery import task
 from pipeline.conf import sluice_settings
 
-from ..inbox_models import InboxItem
 from . import escalation, unread
 
 logger = logging.getLogger("sluice.inbox")

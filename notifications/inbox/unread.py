@@ -10,8 +10,8 @@ from pathlib import Path
 
 from django.db import transaction
 
-from pipeline import keys
-from pipeline.store import Scripts, get_redis
+from pipeline.connections import Scripts, get_redis
+from pipeline.redis import keys
 
 script = Scripts(Path(__file__).with_name("lua"))
 # An idle user's count leaves Redis after this; the next poll counts it again (one query).
@@ -19,7 +19,7 @@ TTL_S = 30 * 86400
 
 
 def count_in_database(user_id):
-    from ..inbox_models import InboxItem
+    from notifications.inbox.models import InboxItem
 
     return InboxItem.objects.filter(user_id=user_id, read_at__isnull=True, archived_at__isnull=True).count()
 

@@ -19,10 +19,11 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from redis.exceptions import RedisError
 
-from pipeline import keys, metrics
+from notifications.inbox.models import InboxItem
+from pipeline import metrics
+from pipeline.redis import keys
+from pipeline.token_bucket import take_from
 
-from ..inbox_models import InboxItem
-from ..ingest.ratelimit import take_from
 from . import unread
 
 BODY_LIMIT = 16 * 1024

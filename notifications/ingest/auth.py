@@ -2,7 +2,7 @@
 
 import re
 
-from notifications.models import IngestToken, digest
+from notifications.ingest.models import IngestToken, digest
 
 # The shape of any token set_new_token() makes, with room to spare; anything else is not looked up at all.
 TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_\-]{16,128}")

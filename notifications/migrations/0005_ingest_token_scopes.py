@@ -7,7 +7,7 @@ each existing token that had none gets the kinds registered when this migration 
 and no kind added later. Existing tokens do not reveal unknown users; grant it in the admin where needed.
 """
 
-import notifications.models
+import notifications.ingest.models
 from django.conf import settings
 from django.db import migrations, models
 
@@ -16,7 +16,7 @@ def scope_existing_tokens(apps, schema_editor):
     IngestToken = apps.get_model("sluice_notifications", "IngestToken")
     registered = sorted(getattr(settings, "SLUICE_KINDS", {}) or {})
     for token in IngestToken.objects.all():
-        token.service = notifications.models.service_slug(token.name)
+        token.service = notifications.ingest.models.service_slug(token.name)
         if not token.kinds:
             token.kinds = registered
         token.save(update_fields=["service", "kinds"])
@@ -52,7 +52,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='ingesttoken',
             name='name',
-            field=models.CharField(help_text='The service that uses this token.', max_length=100, validators=[notifications.models.no_control_characters], verbose_name='name'),
+            field=models.CharField(help_text='The service that uses this token.', max_length=100, validators=[notifications.ingest.models.no_control_characters], verbose_name='name'),
         ),
         migrations.RunPython(scope_existing_tokens, migrations.RunPython.noop),
     ]

@@ -1,8 +1,8 @@
 -- Ask a provider's circuit breaker whether one call may go to the provider, in one atomic step.
--- KEYS[1]  the breaker (pipeline.keys.breaker): hash of state, forced, opened_at, open_ms, probe_ok, probe_bad,
+-- KEYS[1]  the breaker (pipeline.redis.keys.breaker): hash of state, forced, opened_at, open_ms, probe_ok, probe_bad,
 --          and the window's buckets c:<n> (calls), f:<n> (failed), s:<n> (slow): its fields are the breaker
 --          scripts' own (breaker_allow, breaker_record, breaker_force), spelt in them and nowhere else
--- KEYS[2]  its probe leases (pipeline.keys.breaker_probes): zset of lease id -> when the lease ends, ms
+-- KEYS[2]  its probe leases (pipeline.redis.keys.breaker_probes): zset of lease id -> when the lease ends, ms
 -- KEYS[3]  the counters hash
 -- ARGV[1]  now, ms (the caller's clock: workers pass wall time, tests a clock they control)
 -- ARGV[2]  probes per half-open round

@@ -1,8 +1,8 @@
 -- Claim the send of one notification on one channel and pass the channel's gate, in one round trip: the send's
--- common case when the class's Redis (its claims and marks) is also the gates' Redis (pipeline.store.shared_redis).
+-- common case when the class's Redis (its claims and marks) is also the gates' Redis (pipeline.connections.shared_redis).
 -- The claim is looked at first: a send another worker holds, or that already went out, takes no room at the
 -- gate. The claim is taken only with the gate's grant: a send told to wait holds no claim while it waits.
--- KEYS[1]          the send claim (pipeline.keys.sent)
+-- KEYS[1]          the send claim (pipeline.redis.keys.sent)
 -- KEYS[2..1+n]     the gate's keys, n = ARGV[1] (3, or 6 on a partitioned channel), as gate_acquire.lua's KEYS
 -- KEYS[2+n..]      the "sent" mark hashes that may hold its mark (pipeline.marks.candidates)
 -- ARGV[1]          n, how many of KEYS are the gate's

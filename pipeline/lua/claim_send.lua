@@ -1,6 +1,6 @@
 -- Claim the send of one notification on one channel, once (a channel without a gate, or a class whose Redis is
 -- not the gates' one; else claim_gate.lua claims with the gate's grant).
--- KEYS[1]     the send claim (pipeline.keys.sent)
+-- KEYS[1]     the send claim (pipeline.redis.keys.sent)
 -- KEYS[2..]   the "sent" mark hashes that may hold its mark (pipeline.marks.candidates)
 -- ARGV[1]     claim TTL in seconds
 -- ARGV[2]     the mark's field (pipeline.marks.field)

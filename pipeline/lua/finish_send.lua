@@ -1,5 +1,5 @@
 -- Record the end of one send: its "sent" mark for redeliveries, and its metrics, in one round trip.
--- KEYS[1]  the send claim (pipeline.keys.sent), dropped
+-- KEYS[1]  the send claim (pipeline.redis.keys.sent), dropped
 -- KEYS[2]  the counters hash
 -- KEYS[3]  the mark hash of this time bucket (pipeline.marks.write_target)
 -- ARGV[1]  "sent" to mark it done (a redelivery then does nothing), or "" so that a retry may send

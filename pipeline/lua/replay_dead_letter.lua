@@ -2,7 +2,7 @@
 -- KEYS[1]   the dead letters' index zset
 -- KEYS[2]   the entries hash
 -- KEYS[3]   the counters hash
--- KEYS[4..3+ARGV[5]]  send state of the channels to send again: their claims (pipeline.keys.sent), deleted, and
+-- KEYS[4..3+ARGV[5]]  send state of the channels to send again: their claims (pipeline.redis.keys.sent), deleted, and
 --                      the mark hashes that may hold their "sent" marks (pipeline.marks), their fields deleted
 -- then      the queue's list, and its priority sub-lists, counted in the depth
 -- ARGV[1]  entry id

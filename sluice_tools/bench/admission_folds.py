@@ -11,12 +11,12 @@ from django.contrib.auth import get_user_model
 from django.test import override_settings
 
 from notifications import Outcome, notify
-from pipeline import keys
 from pipeline.conf import CLASSES
-from pipeline.store import get_redis
+from pipeline.connections import get_redis
+from pipeline.redis import keys
+from sluice_tools.bench.admission_bench import CHUNK, KIND, PAYLOAD, USERS, RoundTrips
 from sluice_tools.redis_server import RedisServer
 
-from .admission import CHUNK, KIND, PAYLOAD, USERS, RoundTrips
 from .common import percentile
 
 ENTITIES = 100

@@ -7,7 +7,7 @@ import time
 from django.contrib.auth import get_user_model
 
 from notifications import notify
-from pipeline.store import get_redis
+from pipeline.connections import get_redis
 
 from .meter import Snapshot
 

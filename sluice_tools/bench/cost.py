@@ -16,9 +16,9 @@ from django.contrib.auth import get_user_model
 from django.test import override_settings
 
 from notifications import Outcome, notify
-from pipeline import keys
+from pipeline.connections import get_redis
 from pipeline.queues import queue_for_class
-from pipeline.store import get_redis
+from pipeline.redis import keys
 from sluice_tools.processes import WorkerProcess
 
 from .meter import Snapshot, minus_idle, per_event

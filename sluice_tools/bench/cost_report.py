@@ -2,7 +2,7 @@
 
 from django.test import override_settings
 
-from pipeline.store import get_redis
+from pipeline.connections import get_redis
 
 from . import ceiling, cost, hotpath, memory
 

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.test import override_settings
 
 from notifications import notify
-from pipeline.store import get_redis
+from pipeline.connections import get_redis
 from sluice_tools.processes import WorkerProcess
 
 from .common import percentile

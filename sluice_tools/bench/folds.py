@@ -24,10 +24,10 @@ from django.test import Client, override_settings
 from digest.flush import run_flush
 from notifications import Rejected, Unavailable, notify
 from notifications.models import IngestToken
-from pipeline import keys
 from pipeline.conf import CLASSES, sluice_settings
+from pipeline.connections import get_redis
 from pipeline.metrics import fold_grain_field, read_counters
-from pipeline.store import get_redis
+from pipeline.redis import keys
 
 KINDS = ("task.comment", "task.due_changed", "task.assigned", "board.updated")
 PAYLOAD = {"title": "Quarterly report move", "note": "x" * 200}

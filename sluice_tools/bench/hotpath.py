@@ -5,7 +5,7 @@ import pstats
 import time
 import uuid
 
-from notifications.tasks import send_tasks
+from notifications.delivery.tasks import send_tasks
 
 
 def run(kind, klass="critical", calls=1000, top=12):

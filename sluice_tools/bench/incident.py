@@ -14,12 +14,12 @@ from django.contrib.auth import get_user_model
 from django.test import override_settings
 
 from notifications import Rejected, notify
-from notifications.tasks import send_tasks
-from pipeline import keys
+from notifications.delivery.tasks import send_tasks
 from pipeline.conf import CLASSES
+from pipeline.connections import get_redis
 from pipeline.depth import snapshot
-from pipeline.store import get_redis
-from sluice_tools.kinds import DEMO_KINDS
+from pipeline.redis import keys
+from sluice_tools.demo_kinds import DEMO_KINDS
 from sluice_tools.processes import WorkerProcess
 
 from . import traffic

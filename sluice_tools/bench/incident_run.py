@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pipeline.conf import CLASSES
+from sluice_tools.bench import incident, incident_report, traffic
 
-from . import incident, report, traffic
 from .common import fresh_database
 
 
@@ -57,7 +57,7 @@ def run(redis_url, scale, out, flush_interval_s, stdout):
     queues = incident.sluice_queues(scale)
     capacity = {k: queues[k]["capacity"] for k in CLASSES}
     drain_s = incident.TARGET_DRAIN_S * scale
-    checks = report.targets(result, capacity, drain_s, flush_interval_s)
+    checks = incident_report.targets(result, capacity, drain_s, flush_interval_s)
     result["targets"] = [{"target": n, "measured": m, "holds": ok} for n, m, ok in checks]
     meta = {
         "scale": scale,
@@ -74,8 +74,8 @@ def run(redis_url, scale, out, flush_interval_s, stdout):
             f"digests flush every {flush_interval_s:g} s or at 200 keys."
         ),
     }
-    report.plot(raws, out / "bench.png")
-    (out / "bench.md").write_text(report.markdown(result, checks, "bench.png", meta))
+    incident_report.plot(raws, out / "bench.png")
+    (out / "bench.md").write_text(incident_report.markdown(result, checks, "bench.png", meta))
     (out / "bench.json").write_text(json.dumps(result, indent=2) + "\n")
     stdout.write(f"report: {out / 'bench.md'} and {out / 'bench.png'} ({time.strftime('%H:%M:%S')})")
     for name, measured, ok in checks:

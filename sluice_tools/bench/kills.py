@@ -25,8 +25,8 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 
 from notifications import notify
-from pipeline import keys
-from pipeline.store import get_redis
+from pipeline.connections import get_redis
+from pipeline.redis import keys
 
 from ..processes import WorkerProcess
 from .provider import sent_records

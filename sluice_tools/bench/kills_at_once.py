@@ -18,8 +18,9 @@ from collections import Counter
 from django.contrib.auth import get_user_model
 
 from notifications import notify
-from pipeline import keys, reaper
-from pipeline.store import get_redis
+from pipeline import reaper
+from pipeline.connections import get_redis
+from pipeline.redis import keys
 
 from ..processes import WorkerProcess
 from .kills import summarize

@@ -4,8 +4,9 @@ after (pipeline.marks), and what the marks hold at a sustained rate."""
 import time
 import uuid
 
-from pipeline import keys, marks
-from pipeline.store import script
+from pipeline import marks
+from pipeline.connections import script
+from pipeline.redis import keys
 
 #: The seed's peak, notifications a second.
 PEAK_PER_S = 1500

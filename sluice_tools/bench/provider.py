@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from notifications.channels.base import BaseChannel
-from pipeline import keys
-from pipeline.store import Scripts, get_redis
+from pipeline.connections import Scripts, get_redis
+from pipeline.redis import keys
 
 script = Scripts(Path(__file__).resolve().parent.parent / "lua")
 

@@ -15,8 +15,8 @@ from django.test import override_settings
 
 from notifications import notify
 from pipeline import deadletters
+from pipeline.connections import get_redis
 from pipeline.metrics import read_counters
-from pipeline.store import get_redis
 from sluice_tools.processes import WorkerProcess
 
 from .common import percentile

@@ -190,7 +190,7 @@ def memory_breakdown(client, batch=500):
 def mark_bytes(client):
     """How many "sent" marks (pipeline.marks: fields of the per-minute hashes) Redis holds after the run, and the
     bytes each costs, measured by deleting their hashes: used_memory before minus after, divided by their number."""
-    from pipeline import keys
+    from pipeline.redis import keys
 
     before = client.info("memory")["used_memory"]
     count, batch = 0, []
@@ -217,7 +217,7 @@ def _delete_marks(client, hashes):
 def run(redis_url, minutes, rate_multiplier, stdout, max_drain_s=900):
     """Overload the pools for ``minutes``, drain, and return the report (also printed as lines)."""
     from digest.flush import flush
-    from pipeline.store import get_redis
+    from pipeline.connections import get_redis
 
     client = get_redis()
     client.flushdb()

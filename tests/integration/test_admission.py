@@ -10,8 +10,8 @@ import pytest
 
 from notifications import Outcome, Rejected, notify, preferences
 from notifications.exceptions import QueueCeilingReached
-from pipeline import keys
 from pipeline.depth import snapshot
+from pipeline.redis import keys
 
 
 @pytest.fixture
@@ -118,7 +118,7 @@ def test_the_ceiling_is_an_error_on_every_path(redis_client, user, small_queues)
     redis_client.lpush("background", "x", "y", "z")  # as a bug elsewhere might
     with pytest.raises(QueueCeilingReached, match="hard ceiling of 3"):
         notify(user, "board.updated", entity_id="b")
-    from notifications.tasks import send_tasks
+    from notifications.delivery.tasks import send_tasks
 
     with pytest.raises(QueueCeilingReached):
         send_tasks["background"].apply_async(kwargs={})
@@ -126,7 +126,7 @@ def test_the_ceiling_is_an_error_on_every_path(redis_client, user, small_queues)
 
 
 def test_celery_publishes_still_work_below_the_ceiling(redis_client):
-    from notifications.tasks import send_tasks
+    from notifications.delivery.tasks import send_tasks
 
     send_tasks["routine"].apply_async(kwargs={"notification_id": "x"})
     message = json.loads(redis_client.lindex("routine", 0))

@@ -8,15 +8,16 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 from django.core.exceptions import ImproperlyConfigured
 
-from notifications import engine
 from notifications.channels import locmem
 from notifications.channels.base import BaseChannel, PermanentSendError, TransientSendError
+from notifications.delivery import engine
 from pipeline import batch as fetch
-from pipeline import deadletters, keys, marks
+from pipeline import deadletters, marks
 from pipeline.celery import app
 from pipeline.conf import sluice_settings
 from pipeline.message import envelope
 from pipeline.metrics import read_counters
+from pipeline.redis import keys
 from tests import scripted
 from tests.waiting import settled, wait_for
 
@@ -37,7 +38,7 @@ def enqueue(redis_client, count, kind=KIND, queue="background", prefix="n"):
 @pytest.fixture
 def worker_on(redis_client, settings, monkeypatch):
     """Start an in-process worker (threads) on some queues, once the test has queued its messages."""
-    monkeypatch.setattr("notifications.endings.MAX_BACKOFF_S", 0)
+    monkeypatch.setattr("notifications.delivery.endings.MAX_BACKOFF_S", 0)
     locmem.clear()
     scripted.reset()
 
@@ -279,7 +280,7 @@ def test_a_batch_takes_no_more_than_its_share_of_the_ceiling_margin(worker_on, s
 def test_a_consumer_that_could_not_end_its_batch_is_retired(redis_client):
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    from notifications.tasks import end_or_retire
+    from notifications.delivery.tasks import end_or_retire
 
     current = fetch.consumer()
 
@@ -329,8 +330,8 @@ class BulkProvider(BaseChannel):
 @pytest.mark.django_db
 @pytest.mark.timeout(30)
 def test_bulk_failover_moves_only_the_messages_that_failed(redis_client, settings):
-    from notifications import failover
     from notifications.channels.base import Message
+    from notifications.delivery import failover
 
     backend = "tests.integration.test_batches.BulkProvider"
     settings.SLUICE_CHANNELS = {

@@ -5,9 +5,10 @@ import uuid
 import pytest
 
 from notifications.channels.base import Message
-from notifications.claims import ClaimedElsewhere, gated_claim
-from pipeline import gate, keys
-from pipeline.store import class_redis, shared_redis
+from notifications.delivery.claims import ClaimedElsewhere, gated_claim
+from pipeline import gate
+from pipeline.connections import class_redis, shared_redis
+from pipeline.redis import keys
 from sluice_tools.redis_server import RedisServer, redis_binary
 from tests.conftest import need
 

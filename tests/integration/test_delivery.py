@@ -4,9 +4,9 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 
 from notifications import notify
+from notifications.delivery.tasks import send_tasks
 from notifications.kinds import get_kind
 from notifications.policy import Event, publish_event
-from notifications.tasks import send_tasks
 from pipeline.celery import app
 from tests.waiting import settled, wait_for
 

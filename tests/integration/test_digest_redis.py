@@ -11,14 +11,14 @@ import time
 import pytest
 from django.contrib.auth import get_user_model
 
-from digest import store
+from digest import fold_store
 from digest.flush import run_flush
 from notifications import Outcome, Unavailable, notify, preferences
-from pipeline import keys
 from pipeline.conf import CLASSES, sluice_settings
+from pipeline.connections import class_redis, every_redis, folds_elsewhere, get_redis
 from pipeline.metrics import read_counters
-from pipeline.store import class_redis, every_redis, folds_elsewhere, get_redis
-from pipeline.urls import acl_rules
+from pipeline.redis import keys
+from pipeline.redis.addresses import acl_rules
 from tests.waiting import wait_for
 
 from .test_per_class_redis import (
@@ -112,7 +112,7 @@ def test_folds_live_on_the_digest_redis_and_go_out_on_their_class_queue(four, se
     assert counters["notifications:background:collapsed"] == 1
     assert counters["foldgrain:routine:entity"] == 2
 
-    from pipeline.exporter import SluiceCollector
+    from pipeline.observe.exporter import SluiceCollector
 
     families = {family.name: family for family in SluiceCollector(60).collect()}
     assert families["sluice_digest_pending_keys"].samples[0].value == 2
@@ -143,12 +143,12 @@ def test_a_flusher_that_died_after_the_handover_is_taken_over_without_a_second_d
     fill("routine", ROUTINE, ROUTINE_CAPACITY)
     assert notify(User(pk=1), ROUTINE, entity_id="t1") == Outcome.FOLDED
     class_redis("routine").delete("routine")
-    digest = store.default_store()
+    digest = fold_store.default_store()
     # A flusher claims, hands the digest over to routine's queue, and dies before it drops the claim.
-    claimed = store.claim("dead-flusher", 10, lease_s=60, client=digest)
-    (fold,) = store.read_claimed("dead-flusher", claimed, digest)
+    claimed = fold_store.claim("dead-flusher", 10, lease_s=60, client=digest)
+    (fold,) = fold_store.read_claimed("dead-flusher", claimed, digest)
     queue = sluice_settings().queues["routine"]
-    handed = store.script("push_handover", on=class_redis("routine"))(
+    handed = fold_store.script("push_handover", on=class_redis("routine"))(
         keys=[keys.handover("dead-flusher"), keys.counters(), *keys.priority_lists("routine")],
         args=[queue.capacity, fold.member, "the dead flusher's digest", "digest:routine:published", 60],
     )
@@ -197,7 +197,7 @@ def test_a_class_redis_down_during_a_flush_keeps_every_fold(four, servers, db):
         assert notify(User(pk=1), ROUTINE, entity_id=f"t{n}") == Outcome.FOLDED
     servers["routine"].stop()
     assert run_flush("beat") == 0  # said in a warning, never raised: the other stores and the drain go on
-    digest = store.default_store()
+    digest = fold_store.default_store()
     assert digest.zcard(keys.pending()) == 3
     assert digest.hget(keys.fold_store_size(), "k") == b"3"
 

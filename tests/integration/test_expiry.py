@@ -8,9 +8,10 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 from django.core.exceptions import ImproperlyConfigured
 
-from notifications import expiry, notify
+from notifications import notify
 from notifications.channels.base import Message, TransientSendError
-from notifications.engine import send_deadline
+from notifications.delivery import expiry
+from notifications.delivery.engine import send_deadline
 from pipeline import deadletters
 from pipeline.celery import app
 from pipeline.conf import sluice_settings

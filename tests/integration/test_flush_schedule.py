@@ -27,7 +27,7 @@ def flush_every():
 
 
 def scrape():
-    from pipeline.exporter import application
+    from pipeline.observe.exporter import application
 
     body = b"".join(application(120)({"PATH_INFO": "/metrics", "REQUEST_METHOD": "GET"}, lambda *a: None))
     return body.decode()

@@ -5,9 +5,9 @@ import pytest
 
 from notifications.inbox import unread
 from notifications.inbox.channel import InboxChannel
-from notifications.inbox_models import InboxItem
-from pipeline import keys
+from notifications.inbox.models import InboxItem
 from pipeline.metrics import read_counters
+from pipeline.redis import keys
 from tests import inbox_helpers
 from tests.inbox_helpers import inbox_message
 

@@ -9,7 +9,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from notifications.inbox.channel import InboxChannel
-from notifications.inbox_models import InboxItem
+from notifications.inbox.models import InboxItem
 from tests import inbox_helpers
 from tests.inbox_helpers import inbox_message
 

@@ -9,10 +9,10 @@ from django.utils import timezone
 
 from notifications.inbox import escalation, unread
 from notifications.inbox.channel import InboxChannel
-from notifications.inbox_models import InboxItem
-from pipeline import keys
+from notifications.inbox.models import InboxItem
 from pipeline.celery import app
 from pipeline.metrics import read_counters
+from pipeline.redis import keys
 from tests import inbox_helpers
 from tests.inbox_helpers import inbox_message
 from tests.waiting import settled, wait_for

@@ -13,8 +13,8 @@ from django.core.exceptions import ImproperlyConfigured
 from notifications import Rejected, notify
 from notifications.channels.base import Message, PermanentSendError, TransientSendError
 from notifications.channels.http_provider import HttpProviderChannel
-from notifications.models import service_slug
-from pipeline.urls import describe_unchecked, parse
+from notifications.ingest.models import service_slug
+from pipeline.redis.addresses import describe_unchecked, parse
 from sluice_tools.bench.standin import ProviderStandIn
 from sluice_tools.processes import ROOT
 

@@ -4,12 +4,13 @@ import time
 
 import pytest
 
-from notifications.tasks import send_tasks
-from pipeline import deadletters, keys, marks, reaper
+from notifications.delivery.tasks import send_tasks
+from pipeline import deadletters, marks, reaper
 from pipeline.celery import app
+from pipeline.connections import script
 from pipeline.metrics import finish_send, read_counters
-from pipeline.store import script
-from sluice_tools.kinds import DEMO_KINDS
+from pipeline.redis import keys
+from sluice_tools.demo_kinds import DEMO_KINDS
 from tests.waiting import wait_for
 
 VISIBILITY_S = 2

@@ -15,7 +15,7 @@ from sluice_tools.processes import ROOT
 
 def exported_names():
     """The metric names the exporter serves, scraped from its /metrics."""
-    from pipeline.exporter import application
+    from pipeline.observe.exporter import application
 
     body = b"".join(application(120)({"PATH_INFO": "/metrics", "REQUEST_METHOD": "GET"}, lambda *a: None))
     return set(re.findall(r"^# TYPE (sluice_[a-z_]+) (\w+)", body.decode(), re.M))
@@ -59,7 +59,7 @@ def test_flower_refuses_to_start_without_a_login_from_any_directory(tmp_path, co
 
 
 def test_flower_auth_rules():
-    from pipeline.flower import refuse_without_auth
+    from pipeline.flower_auth import refuse_without_auth
 
     refuse_without_auth([], {"FLOWER_BASIC_AUTH": "ops:pw"})
     refuse_without_auth(["--basic-auth=ops:pw"], {})
@@ -119,7 +119,7 @@ def test_a_rule_that_drifts_is_caught():
 def test_the_digest_flush_gauges(redis_client, settings, db):
     from digest.flush import run_flush
     from pipeline.beat_schedule import record_running_interval
-    from pipeline.exporter import application
+    from pipeline.observe.exporter import application
 
     settings.SLUICE_DIGEST = {"flush_interval_s": 30, "max_keys": 200}
     record_running_interval(45)  # what Sluice's beat runs, which /metrics reports (tests/test_flush_schedule.py)

@@ -7,8 +7,8 @@ from celery.contrib.testing.worker import start_worker
 from digest.flush import drain_overflows, run_flush
 from notifications import Outcome, notify, preferences
 from notifications.models import Preference
-from pipeline import keys
 from pipeline.celery import app
+from pipeline.redis import keys
 from tests.waiting import settled, wait_for
 
 

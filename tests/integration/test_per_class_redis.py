@@ -18,11 +18,11 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 
 from notifications import Outcome, Rejected, notify
-from pipeline import keys
 from pipeline.conf import CLASSES
-from pipeline.store import class_redis, every_redis, get_redis
+from pipeline.connections import class_redis, every_redis, get_redis
+from pipeline.redis import keys
 from sluice_tools.bench.provider import SENT_KEY
-from sluice_tools.kinds import DEMO_KINDS
+from sluice_tools.demo_kinds import DEMO_KINDS
 from sluice_tools.processes import ROOT, WorkerProcess
 from sluice_tools.redis_server import RedisServer, redis_binary
 from tests.conftest import need
@@ -254,7 +254,7 @@ def test_each_class_state_lives_on_its_class_redis(per_class, db):
 
     # The readers read every Redis: the exporter, KEDA's scaler endpoint, the dead letters.
     from pipeline import deadletters
-    from pipeline.exporter import SluiceCollector, scaler_payload
+    from pipeline.observe.exporter import SluiceCollector, scaler_payload
 
     families = {family.name: family for family in SluiceCollector(60).collect()}
     depths = {sample.labels["queue"]: sample.value for sample in families["sluice_queue_depth"].samples}
@@ -317,7 +317,7 @@ def test_critical_alone_on_its_redis_and_the_rest_sharing_one(settings, db):
     """The common split: critical on a Redis of its own, routine and background on SLUICE_REDIS_URL's, where one
     fold store holds both classes' folds and a flush publishes each digest into its own class's queue."""
     from digest.flush import run_flush
-    from pipeline.store import fold_store_classes
+    from pipeline.connections import fold_store_classes
 
     started = _servers(("critical", "shared"))
     try:

@@ -11,9 +11,9 @@ from celery.contrib.testing.worker import start_worker
 
 from digest.flush import run_flush
 from notifications import Outcome, notify, preferences
-from pipeline import keys
 from pipeline.celery import app
 from pipeline.metrics import read_counters
+from pipeline.redis import keys
 from tests.waiting import settled, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from notifications.models import Preference
-from notifications.preferences_api import PUT_BURST, most_rows
-from pipeline import keys
+from notifications.preferences.views import PUT_BURST, most_rows
 from pipeline.conf import sluice_settings
+from pipeline.redis import keys
 
 URL = "/api/preferences/"
 

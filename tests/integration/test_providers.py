@@ -5,8 +5,9 @@ import time
 import pytest
 from celery.contrib.testing.worker import start_worker
 
-from notifications import failover, notify
+from notifications import notify
 from notifications.channels.base import Message, PermanentSendError, TransientSendError
+from notifications.delivery import failover
 from notifications.models import Delivery
 from pipeline import breaker, deadletters
 from pipeline.celery import app

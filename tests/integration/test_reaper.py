@@ -5,8 +5,9 @@ import pytest
 from django.core.checks import run_checks
 
 from pipeline import batch as fetch
-from pipeline import keys, marks, reaper
+from pipeline import marks, reaper
 from pipeline.celery import app
+from pipeline.redis import keys
 from tests.integration.test_batches import enqueue
 
 QUEUE = "background"

@@ -8,7 +8,7 @@ import pytest
 from django.core.checks import run_checks
 
 from notifications.channels.base import Message
-from notifications.delivery import record_sent
+from notifications.delivery.records import record_sent
 from notifications.models import Delivery, Suppression
 from pipeline.metrics import read_counters
 

@@ -7,10 +7,11 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 
 from notifications import notify
-from pipeline import deadletters, keys
+from pipeline import deadletters
 from pipeline.celery import app
 from pipeline.message import envelope
 from pipeline.metrics import read_counters
+from pipeline.redis import keys
 from pipeline.republish import republish
 from tests import scripted
 from tests.waiting import wait_for
@@ -22,7 +23,7 @@ SCRIPTED = "tests.scripted.ScriptedChannel"
 def worker(redis_client, settings, monkeypatch):
     """An in-process worker on every queue, one slot, scripted channels, and retries without waiting."""
     settings.SLUICE_CHANNELS = {name: {"backend": SCRIPTED} for name in ("email", "sms", "push")}
-    monkeypatch.setattr("notifications.endings.MAX_BACKOFF_S", 0)
+    monkeypatch.setattr("notifications.delivery.endings.MAX_BACKOFF_S", 0)
     scripted.reset()
     with start_worker(
         app,
@@ -52,7 +53,7 @@ def test_an_exception_outside_the_channels_is_retried_not_acked(worker, user, mo
             raise RuntimeError("template storage hiccup")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr("notifications.engine.render", render_once_broken)
+    monkeypatch.setattr("notifications.delivery.engine.render", render_once_broken)
     notify(user, "meeting.invitation", entity_id="m-1")
     wait_for(lambda: len(ids_sent()) == 1, what="the message sent (not acked without a send)")
     assert len(calls) == 2

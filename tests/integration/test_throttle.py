@@ -3,7 +3,7 @@
 import time
 
 from notifications import Outcome, notify
-from pipeline import keys
+from pipeline.redis import keys
 
 THROTTLED = {"task.comment": {"class": "routine", "channels": ["email"], "throttle": {"max": 5, "per_s": 60}}}
 

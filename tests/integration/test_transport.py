@@ -9,8 +9,9 @@ import kombu
 import pytest
 from kombu.transport import redis as kombu_redis
 
-from pipeline import keys, transport
+from pipeline import transport
 from pipeline.celery import app
+from pipeline.redis import keys
 from sluice_tools import fetch_hook
 from sluice_tools.processes import ManagedProcess
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from pipeline import keys
+from pipeline.redis import keys
 from tests.producers import produce
 
 

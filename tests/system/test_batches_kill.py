@@ -4,7 +4,7 @@ import signal
 
 import pytest
 
-from pipeline import keys
+from pipeline.redis import keys
 from sluice_tools.bench.provider import sent_records
 from sluice_tools.processes import WorkerProcess
 from tests.integration.test_batches import (

@@ -5,7 +5,7 @@ import multiprocessing
 import pytest
 
 from digest.flush import run_flush
-from pipeline import keys
+from pipeline.redis import keys
 from tests.digest_helpers import published
 from tests.producers import flush_loop, fold_loop
 

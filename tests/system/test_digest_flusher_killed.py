@@ -9,7 +9,7 @@ import time
 import pytest
 
 from digest.flush import run_flush
-from pipeline import keys
+from pipeline.redis import keys
 from sluice_tools.processes import ROOT
 from tests.digest_helpers import fold, published
 from tests.unit.test_digest import CRASHING_FLUSHER

@@ -9,11 +9,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from digest import store
+from digest import fold_store
 from digest.flush import _message, run_flush
-from pipeline import keys
 from pipeline.conf import sluice_settings
-from pipeline.store import get_redis
+from pipeline.connections import get_redis
+from pipeline.redis import keys
 from tests.digest_helpers import fold
 
 ENTITIES = ["a", "a|b", "b", 'a"|"b']
@@ -37,28 +37,28 @@ class FoldAndFlush(RuleBasedStateMachine):
     @rule(limit=st.integers(1, 4))
     def claim(self, limit):
         flush_id = uuid.uuid4().hex
-        if store.claim(flush_id, limit, lease_s=60):
+        if fold_store.claim(flush_id, limit, lease_s=60):
             self.flush_ids.append(flush_id)
 
     @precondition(lambda self: self.flush_ids)
     @rule(data=st.data())
     def publish_one(self, data):
         flush_id = data.draw(st.sampled_from(self.flush_ids))
-        members = store.claimed_members(flush_id)
+        members = fold_store.claimed_members(flush_id)
         if members:
-            [claimed] = store.read_claimed(flush_id, [data.draw(st.sampled_from(members))])
+            [claimed] = fold_store.read_claimed(flush_id, [data.draw(st.sampled_from(members))])
             queue = sluice_settings().queues["routine"]
             message = _message(flush_id, claimed, "routine", "routine", ("email",))
-            store.publish_claimed(flush_id, claimed, queue, message, "x")
-        store.release(flush_id)
+            fold_store.publish_claimed(flush_id, claimed, queue, message, "x")
+        fold_store.release(flush_id)
 
     @precondition(lambda self: self.flush_ids)
     @rule(data=st.data())
     def give_back_one(self, data):
         flush_id = data.draw(st.sampled_from(self.flush_ids))
-        members = store.claimed_members(flush_id)
+        members = fold_store.claimed_members(flush_id)
         if members:
-            store.unclaim(flush_id, data.draw(st.sampled_from(members)))
+            fold_store.unclaim(flush_id, data.draw(st.sampled_from(members)))
 
     @precondition(lambda self: self.flush_ids)
     @rule(data=st.data())
@@ -84,7 +84,7 @@ class FoldAndFlush(RuleBasedStateMachine):
     @invariant()
     def every_fold_is_pending_claimed_or_published_exactly_once(self):
         pending = self.counted(keys.fold(m.decode()) for m in self.client.zrange(keys.pending(), 0, -1))
-        claimed = self.counted(keys.claimed(f, m) for f in self.flush_ids for m in store.claimed_members(f))
+        claimed = self.counted(keys.claimed(f, m) for f in self.flush_ids for m in fold_store.claimed_members(f))
         queued = [
             json.loads(base64.b64decode(json.loads(raw)["body"]))[1] for raw in self.client.lrange("routine", 0, -1)
         ]
@@ -109,7 +109,7 @@ class FoldAndFlush(RuleBasedStateMachine):
     @invariant()
     def no_fold_is_both_pending_and_claimed_under_one_flush(self):
         for flush_id in self.flush_ids:
-            for member in store.claimed_members(flush_id):
+            for member in fold_store.claimed_members(flush_id):
                 assert self.client.exists(keys.claimed(flush_id, member))
 
 

@@ -303,7 +303,7 @@ def test_from_startproject_to_an_instant_a_digest_and_an_opt_out(host):
         scraped = host.answer(
             """
             import json
-            from pipeline.exporter import application
+            from pipeline.observe.exporter import application
             body = b"".join(application(120)({"PATH_INFO": "/metrics", "REQUEST_METHOD": "GET"}, lambda *a: None))
             print(json.dumps([line for line in body.decode().splitlines()
                               if line.startswith("sluice_digest_flush_interval_seconds ")]))

@@ -91,7 +91,7 @@ def test_the_wheel_holds_the_apps_their_data_and_no_project(host):
         "pipeline/lua/push_bounded.lua",
         "pipeline/lua/include/depth.lua",
         "digest/lua/admit_event.lua",
-        "notifications/ingest/lua/ratelimit_token.lua",
+        "pipeline/lua/token_bucket.lua",
         "notifications/templates/sluice/default.txt",
         "digest/templates/sluice/digest/default.txt",
         "notifications/migrations/0001_initial.py",
@@ -143,7 +143,7 @@ def test_importing_sluice_changes_nothing_of_the_hosts_celery_app(host):
             from kombu.transport import TRANSPORT_ALIASES
             before = dict(TRANSPORT_ALIASES)
             from host.celery import app as host_app
-            import celery, pipeline, notifications.tasks, digest.flush
+            import celery, pipeline, notifications.delivery.tasks, digest.flush
             from pipeline.celery import app as sluice_app
             print(before == dict(TRANSPORT_ALIASES), celery.current_app.main, "host.ping" in host_app.tasks,
                   type(host_app.connection_for_write().transport).__module__,

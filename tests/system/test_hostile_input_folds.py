@@ -7,7 +7,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from notifications import InvalidEntityId, Outcome
-from pipeline import keys
+from pipeline.redis import keys
 from tests.unit.test_hostile_input import (  # noqa: F401  (pytest finds the fixtures among them by name)
     FEW,
     FUZZ,

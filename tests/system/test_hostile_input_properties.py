@@ -8,7 +8,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from notifications import NotifyError, Outcome
-from sluice_tools.kinds import DEMO_KINDS
+from sluice_tools.demo_kinds import DEMO_KINDS
 from tests.unit.test_hostile_input import (  # noqa: F401  (pytest finds the fixtures among them by name)
     BAD_ENTITY_IDS,
     BAD_KINDS,

@@ -10,9 +10,9 @@ import sys
 import pytest
 from celery.contrib.testing.worker import start_worker
 
-from pipeline import keys
 from pipeline.celery import app
-from pipeline.store import get_redis
+from pipeline.connections import get_redis
+from pipeline.redis import keys
 from sluice_tools.processes import ROOT
 from tests.inbox_helpers import INBOX, INBOX_KINDS, LOCMEM, inbox_settings  # noqa: F401 - the fixture
 from tests.waiting import settled, wait_for
@@ -26,7 +26,7 @@ from django.utils import timezone
 from notifications.channels.base import Message
 from notifications.inbox import escalation, unread
 from notifications.inbox.channel import InboxChannel
-from notifications.inbox_models import InboxItem
+from notifications.inbox.models import InboxItem
 
 mode = sys.argv[1]
 if mode == "fill":

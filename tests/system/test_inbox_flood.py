@@ -9,9 +9,9 @@ from django.db.models import Sum
 from digest.flush import run_flush
 from notifications import notify
 from notifications.inbox import unread
-from notifications.inbox_models import InboxItem
-from pipeline import keys
+from notifications.inbox.models import InboxItem
 from pipeline.celery import app
+from pipeline.redis import keys
 from tests.inbox_helpers import inbox_settings  # noqa: F401 - the fixture
 from tests.waiting import settled, wait_for
 

@@ -1,8 +1,8 @@
 """A managed Redis: TLS with the certificate verified, and an ACL user allowed only what Sluice needs.
 
 The server speaks only TLS, with a certificate the test makes for 127.0.0.1, and knows a user ``sluice`` that
-may run only pipeline.urls.ACL_COMMANDS, on Sluice's keys and Celery's channels (pipeline.urls.acl_rules, the
-rules docs/redis.md gives). notify(), the folds, the digest flush,
+may run only pipeline.redis.addresses.ACL_COMMANDS, on Sluice's keys and Celery's channels
+(pipeline.redis.addresses.acl_rules, the rules docs/redis.md gives). notify(), the folds, the digest flush,
 the exporter and real workers (fetch, acks, the gate, Celery's events) all go through it: the books balance and
 Redis's ACL LOG records no refused command.
 """
@@ -18,11 +18,11 @@ from redis.exceptions import NoPermissionError
 
 from digest.flush import run_flush
 from notifications import Unavailable, notify
-from pipeline.exporter import SluiceCollector, scaler_payload
-from pipeline.store import get_redis
-from pipeline.urls import acl_rules
-from pipeline.urls import make_client as get_redis_for
-from pipeline.window import sample
+from pipeline.connections import get_redis
+from pipeline.observe.exporter import SluiceCollector, scaler_payload
+from pipeline.observe.window import sample
+from pipeline.redis.addresses import acl_rules
+from pipeline.redis.addresses import make_client as get_redis_for
 from tests.conftest import need
 from tests.redis_topologies import TLSRedis, make_certificates, tls_support
 from tests.waiting import fetching, wait_for

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from notifications import Outcome, notify
-from pipeline import keys
+from pipeline.redis import keys
 from sluice_tools.bench.provider import sent_records
 from sluice_tools.processes import WorkerProcess
 from tests.integration.test_marks import (

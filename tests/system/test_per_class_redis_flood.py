@@ -5,7 +5,7 @@ import json
 import pytest
 
 from pipeline.conf import CLASSES
-from pipeline.store import get_redis
+from pipeline.connections import get_redis
 from tests.integration.test_per_class_redis import (  # noqa: F401  (pytest finds the fixtures among them by name)
     FOREIGN,
     Monitor,

@@ -21,11 +21,11 @@ from django.contrib.auth import get_user_model
 from digest.flush import run_flush
 from notifications import Unavailable, notify
 from notifications.channels.base import BaseChannel
-from pipeline import keys
 from pipeline.conf import CLASSES
+from pipeline.connections import get_redis
 from pipeline.depth import snapshot
-from pipeline.store import get_redis
-from sluice_tools.kinds import DEMO_KINDS
+from pipeline.redis import keys
+from sluice_tools.demo_kinds import DEMO_KINDS
 from sluice_tools.processes import WorkerProcess
 from sluice_tools.redis_server import RedisServer
 from sluice_tools.redis_target import use_redis

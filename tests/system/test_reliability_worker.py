@@ -19,10 +19,10 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from notifications import Outcome, notify
-from pipeline import keys
 from pipeline.metrics import read_counters
+from pipeline.redis import keys
 from sluice_tools.bench.provider import sent_records
-from sluice_tools.kinds import DEMO_KINDS
+from sluice_tools.demo_kinds import DEMO_KINDS
 from sluice_tools.processes import ROOT, ManagedProcess, WorkerProcess
 from sluice_tools.redis_server import free_port
 from tests.waiting import wait_for

@@ -26,7 +26,7 @@ from tests.waiting import wait_for
 RECORD_A_SEND = """
 from django.contrib.auth import get_user_model
 from notifications.channels.base import Message
-from notifications.delivery import record_sent
+from notifications.delivery.records import record_sent
 user = get_user_model().objects.create_user("ada", email="ada@example.com")
 message = Message(id="n1", channel="email", kind="login.code", klass="critical", user_id=user.pk, entity_id="e",
                   subject="", body="")

@@ -18,9 +18,9 @@ from redis.exceptions import RedisError
 
 from digest.flush import run_flush
 from notifications import Unavailable, notify
-from pipeline.sentinel import RECHECK_S
-from pipeline.store import get_redis
-from pipeline.urls import describe, make_client
+from pipeline.connections import get_redis
+from pipeline.redis.addresses import describe, make_client
+from pipeline.redis.sentinel import RECHECK_S
 from sluice_tools.redis_server import RedisServer, redis_binary
 from tests.conftest import need
 from tests.redis_topologies import MASTER, SentinelGroup

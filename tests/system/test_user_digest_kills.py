@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from digest.flush import run_flush
-from pipeline import keys
+from pipeline.redis import keys
 from sluice_tools.processes import ROOT
 from tests.digest_helpers import fold, published
 from tests.waiting import wait_for
@@ -29,7 +29,7 @@ FLUSHER = textwrap.dedent(
     import os, signal, time, django
     django.setup()
     from digest import flush, user_claims
-    from pipeline.store import get_redis
+    from pipeline.connections import get_redis
 
     kill_at = os.environ.get("KILL_AT", "")
     step, _, n = kill_at.partition(":")

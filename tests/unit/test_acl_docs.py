@@ -1,8 +1,8 @@
-"""docs/redis.md's ACL rules are the code's: the block a user copies is exactly pipeline.urls.acl_rules()."""
+"""docs/redis.md's ACL rules are the code's: the block a user copies is exactly pipeline.redis.addresses.acl_rules()."""
 
 import re
 
-from pipeline.urls import acl_rules
+from pipeline.redis.addresses import acl_rules
 from sluice_tools.processes import ROOT
 
 QUEUES = ["critical", "routine", "background"]

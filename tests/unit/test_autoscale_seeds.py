@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from sluice_tools.autoscale import report, traces
+from sluice_tools.autoscale import seeds_report, traces
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -59,13 +59,13 @@ def test_built_in_traces_load_by_name():
     [("1-20", list(range(1, 21))), ("3,1,3", [1, 3]), ("1-3, 7", [1, 2, 3, 7]), ("5", [5])],
 )
 def test_seed_lists(text, seeds):
-    assert report.parse_seeds(text) == seeds
+    assert seeds_report.parse_seeds(text) == seeds
 
 
 @pytest.mark.parametrize("text", ["", "a-b", "5-3", "1;2"])
 def test_bad_seed_lists(text):
     with pytest.raises(ValueError, match="--seeds"):
-        report.parse_seeds(text)
+        seeds_report.parse_seeds(text)
 
 
 def summary(spent, flaps, routine_p99):
@@ -82,14 +82,14 @@ def test_the_aggregate_counts_flapping_seeds_and_compares_with_instant_depth():
         2: {"windowed_latency": summary(150, 2, 4.0), "instant_depth": summary(120, 0, 31.0)},
         3: {"windowed_latency": summary(130, 0, 3.0), "instant_depth": summary(130, 1, 29.0)},
     }
-    table = report.aggregate(per_seed)
+    table = seeds_report.aggregate(per_seed)
     windowed, instant = table["windowed_latency"], table["instant_depth"]
     assert (windowed["seeds_with_flap"], windowed["flaps"], windowed["flapping_seeds"]) == (1, 2, {"2": 2})
     assert (instant["seeds_with_flap"], instant["flaps"]) == (2, 4)
     assert windowed["replica_seconds"] == {"min": 110, "median": 130, "max": 150}
     assert windowed["p99_s"]["routine"] == {"min": 2.0, "median": 3.0, "max": 4.0}
     assert windowed["vs_instant_depth"] == {"min": 1.0, "max": 1.25}
-    text = report.markdown(report.report("diurnal", per_seed))
+    text = seeds_report.markdown(seeds_report.report("diurnal", per_seed))
     assert "| windowed_latency | 1 of 3 (2: 2) | 2 | 110 / 130 / 150 | 1.000 – 1.250 | 0 s | 2 – 4 s | 1 s |" in text
     assert text.count("\n| ") == 2 + 2 + 3  # two tables: head and a row per policy, a row per seed
 

@@ -3,9 +3,10 @@
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from pipeline import breaker, keys
+from pipeline import breaker
 from pipeline.conf import BreakerConfig, sluice_settings
 from pipeline.metrics import read_counters
+from pipeline.redis import keys
 
 CONF = BreakerConfig(
     window_s=60,

@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 import pytest
 
 from notifications.channels.base import Message
-from notifications.delivery import record_sent
+from notifications.delivery.records import record_sent
 from notifications.models import Delivery
 from pipeline.metrics import read_counters
 

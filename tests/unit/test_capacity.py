@@ -6,8 +6,8 @@ import time
 import pytest
 from django.core.management import call_command
 
-from pipeline.capacity import assess, rates_from_samples
-from pipeline.window import samples_key
+from pipeline.observe.capacity_model import assess, rates_from_samples
+from pipeline.observe.window import samples_key
 
 
 def test_stable_pool():

@@ -6,11 +6,12 @@ import uuid
 import pytest
 
 from notifications.channels.base import Message
-from notifications.claims import ClaimedElsewhere, claim, gated_claim, record_end
-from notifications.tasks import send_tasks
-from pipeline import gate, keys
+from notifications.delivery.claims import ClaimedElsewhere, claim, gated_claim, record_end
+from notifications.delivery.tasks import send_tasks
+from pipeline import gate
+from pipeline.connections import lua_source, script
 from pipeline.metrics import read_counters, sent_field
-from pipeline.store import lua_source, script
+from pipeline.redis import keys
 from tests.waiting import wait_for
 
 LOCMEM = "notifications.channels.locmem.LocmemChannel"

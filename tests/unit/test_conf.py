@@ -128,7 +128,7 @@ def test_with_every_class_on_its_own_redis_sluice_redis_url_may_be_left_out(sett
 
 
 def test_same_redis_is_the_same_server_and_database_not_the_same_string():
-    from pipeline.store import distinct, same_redis
+    from pipeline.connections import distinct, same_redis
 
     assert same_redis("redis://localhost:6379/0", "redis://:pw@localhost")
     assert not same_redis("redis://localhost:6379/0", "redis://localhost:6379/1")

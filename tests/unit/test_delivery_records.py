@@ -10,13 +10,13 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from notifications import delivery
 from notifications.channels.base import Message
-from notifications.delivery import StatusEvent, apply, record_sent
+from notifications.delivery import records
+from notifications.delivery.records import StatusEvent, apply, record_sent
 from notifications.models import Delivery, Suppression
 from pipeline import breaker
-from pipeline.exporter import _QuietHandler, _Server, application
 from pipeline.metrics import read_counters
+from pipeline.observe.exporter import _QuietHandler, _Server, application
 
 HTTP = "notifications.channels.http_provider.HttpProviderChannel"
 LOCMEM = "notifications.channels.locmem.LocmemChannel"
@@ -55,7 +55,7 @@ def test_records_older_than_the_retention_are_pruned(providers_configured, setti
     for n, age_days in enumerate((1, 6, 8, 30)):
         record_sent(message(f"n{n}", user.pk), "a", f"m{n}")
         Delivery.objects.filter(notification_id=f"n{n}").update(sent_at=timezone.now() - timedelta(days=age_days))
-    assert delivery.prune() == 2
+    assert records.prune() == 2
     assert sorted(Delivery.objects.values_list("notification_id", flat=True)) == ["n0", "n1"]
     assert read_counters()["delivery:pruned"] == 2
 
@@ -67,7 +67,7 @@ def test_beat_prunes_them_every_hour(db):
 
     task = PeriodicTask.objects.get(name="sluice: delivery records prune")
     assert (task.task, task.enabled, task.interval.every, task.interval.period) == (
-        delivery.PRUNE_TASK,
+        records.PRUNE_TASK,
         True,
         3600,
         "seconds",

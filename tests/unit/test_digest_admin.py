@@ -4,7 +4,7 @@ edit, and the changelist shows the digest's state."""
 import pytest
 
 from notifications.models import Preference
-from pipeline import keys
+from pipeline.redis import keys
 from tests.digest_helpers import fold
 
 pytestmark = pytest.mark.django_db(transaction=True)

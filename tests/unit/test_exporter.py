@@ -13,11 +13,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from notifications import notify
-from pipeline import keys
-from pipeline.exporter import _QuietHandler, _Server, application
 from pipeline.message import envelope
 from pipeline.metrics import finish_send, processed_field
-from pipeline.window import sample
+from pipeline.observe.exporter import _QuietHandler, _Server, application
+from pipeline.observe.window import sample
+from pipeline.redis import keys
 
 
 def message(queue, age=0, eta=None):
@@ -157,7 +157,7 @@ def test_the_floor_window_averages_busy_slots_over_its_own_length(redis_client):
 
 
 def test_samples_are_kept_for_the_floor_window_when_it_is_longer_than_an_hour(redis_client):
-    from pipeline.window import points
+    from pipeline.observe.window import points
 
     now = time.time()
     sample(120, now=now - 5000, retain_s=7200)

@@ -9,9 +9,9 @@ from django.test import Client
 from digest.flush import run_flush
 from notifications import Outcome, Rejected, Unavailable, notify, user_digest
 from notifications.models import IngestToken
-from pipeline import keys
 from pipeline.conf import sluice_settings
 from pipeline.metrics import read_counters
+from pipeline.redis import keys
 from sluice_tools.redis_server import RedisServer
 from sluice_tools.redis_target import use_redis
 from tests.digest_helpers import published

@@ -7,7 +7,7 @@ import pytest
 
 from digest.flush import run_flush
 from notifications import Outcome, Rejected, notify
-from pipeline import keys
+from pipeline.redis import keys
 from tests.digest_helpers import published
 
 MAX_BYTES = 4000

@@ -15,8 +15,8 @@ from notifications import (
     UnknownUser,
 )
 from notifications.models import IngestToken
-from pipeline import keys
-from sluice_tools.kinds import DEMO_KINDS
+from pipeline.redis import keys
+from sluice_tools.demo_kinds import DEMO_KINDS
 
 QUEUES = ("critical", "routine", "background", "celery")
 URL = "/api/notifications/"

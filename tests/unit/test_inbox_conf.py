@@ -4,8 +4,8 @@ inbox families."""
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from pipeline import inbox_metrics
 from pipeline.conf import sluice_settings
+from pipeline.observe import inbox_metrics
 
 INBOX = {"backend": "notifications.inbox.channel.InboxChannel"}
 EMAIL = {"backend": "notifications.channels.locmem.LocmemChannel"}

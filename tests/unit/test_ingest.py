@@ -13,7 +13,7 @@ from notifications import preferences
 from notifications.ingest.views import body_limit, ingest
 from notifications.kinds import all_kinds
 from notifications.models import IngestToken
-from pipeline import keys
+from pipeline.redis import keys
 
 URL = "/api/notifications/"
 ADMIN_URL = "/admin/sluice_notifications/ingesttoken/"
@@ -119,7 +119,7 @@ def test_rejected_critical_is_503_with_retry_after(redis_client, user, raw, post
 @pytest.mark.expected_errors("Service Unavailable: /api/notifications/")
 def test_redis_outage_is_503_unavailable(redis_client, user, raw, post, settings):
     # A real outage: nothing listens on port 1. When the settings fixture puts the URL back, the store
-    # builds a client for it again and closes this one (pipeline.store).
+    # builds a client for it again and closes this one (pipeline.connections).
     settings.SLUICE_REDIS_URL = "redis://127.0.0.1:1/0"
     response = post(event(user), raw)
     error_of(response, 503, "unavailable")

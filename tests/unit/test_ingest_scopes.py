@@ -11,7 +11,7 @@ import json
 import pytest
 
 from notifications.models import IngestToken
-from pipeline import keys
+from pipeline.redis import keys
 
 URL = "/api/notifications/"
 

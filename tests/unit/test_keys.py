@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline import keys
+from pipeline.redis import keys
 
 IDS = st.one_of(st.integers(), st.text(max_size=30))
 

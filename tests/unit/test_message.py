@@ -3,7 +3,7 @@
 import base64
 import json
 
-from notifications.tasks import send_tasks
+from notifications.delivery.tasks import send_tasks
 from pipeline.message import envelope
 
 

@@ -2,7 +2,7 @@
 
 import re
 
-from pipeline.exporter import SluiceCollector
+from pipeline.observe.exporter import SluiceCollector
 from sluice_tools.processes import ROOT
 
 

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from notifications import preferences
 from notifications.models import NotificationSettings, Preference
-from pipeline import keys
 from pipeline.conf import Kind, sluice_settings
+from pipeline.redis import keys
 
 URL = "/api/preferences/"
 KIND = Kind("task.comment", "routine", ("email", "push"), "", "", category="tasks")

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from notifications.schedule import daily_ticks, hourly_ticks, quiet_intervals
+from notifications.preferences.schedule import daily_ticks, hourly_ticks, quiet_intervals
 
 ZONES = ["America/New_York", "Europe/Berlin"]
 # The four changes of 2026 in the two zones, and the week around each.

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from pipeline import store
+from pipeline import connections
 
 
 @pytest.fixture
@@ -20,15 +20,15 @@ def fast_switching():
 
 def first_calls(threads):
     """Clear the cache, then call get_redis() and script() from ``threads`` threads at once."""
-    store.reset()
+    connections.reset()
     barrier = threading.Barrier(threads)
     clients, errors = [], []
 
     def first_call():
         barrier.wait()
         try:
-            clients.append(store.get_redis())
-            store.script("claim_send")
+            clients.append(connections.get_redis())
+            connections.script("claim_send")
         except Exception as exc:  # noqa: BLE001 - any error is the finding
             errors.append(repr(exc))
 
@@ -45,17 +45,17 @@ def test_first_calls_from_many_threads_all_get_one_working_client(redis_client, 
         clients, errors = first_calls(8)
         assert not errors, errors[:3]
         assert len({id(c) for c in clients}) == 1
-    assert store.get_redis().ping()
+    assert connections.get_redis().ping()
 
 
 def test_a_forked_child_builds_its_own_client(redis_client):
-    parent = store.get_redis()
+    parent = connections.get_redis()
     parent.set("sluice:test:fork", "1")
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report whether it got a new client that works, then leave at once
         try:
-            child = store.get_redis()
+            child = connections.get_redis()
             ok = child is not parent and child.get("sluice:test:fork") == b"1"
         except Exception:  # noqa: BLE001 - the child reports any failure through the pipe
             ok = False
@@ -66,24 +66,24 @@ def test_a_forked_child_builds_its_own_client(redis_client):
     os.close(read)
     os.waitpid(pid, 0)
     assert answer == b"1"
-    assert store.get_redis() is parent
+    assert connections.get_redis() is parent
 
 
 def test_one_client_per_url_and_one_redis_however_its_url_is_spelt(redis_server):
     url = redis_server.url
     other = url.replace("redis://", "redis://:@").removesuffix("/0")
-    assert store.get_redis(url) is store.get_redis(url)
-    assert store.same_redis(url, other)
-    assert store.distinct([url, other]) == [url]
-    assert store.get_redis(url) is not store.get_redis(url.replace("/0", "/1"))
-    store.get_redis(url.replace("/0", "/1")).ping()
+    assert connections.get_redis(url) is connections.get_redis(url)
+    assert connections.same_redis(url, other)
+    assert connections.distinct([url, other]) == [url]
+    assert connections.get_redis(url) is not connections.get_redis(url.replace("/0", "/1"))
+    connections.get_redis(url.replace("/0", "/1")).ping()
 
 
 def test_a_script_runs_on_the_client_it_is_handed(redis_server):
-    other = store.get_redis(redis_server.url.replace("/0", "/2"))
+    other = connections.get_redis(redis_server.url.replace("/0", "/2"))
     other.flushdb()
-    previous, _left = store.script("claim_send", on=other)(keys=["sluice:sent:x:email"], args=[60])
+    previous, _left = connections.script("claim_send", on=other)(keys=["sluice:sent:x:email"], args=[60])
     assert previous == b"claimed"
     assert other.get("sluice:sent:x:email") == b"sending"
-    assert not store.get_redis().exists("sluice:sent:x:email")
+    assert not connections.get_redis().exists("sluice:sent:x:email")
     other.flushdb()

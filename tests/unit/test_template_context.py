@@ -3,8 +3,8 @@ template exists only under the dotted spelling Sluice does not read."""
 
 import pytest
 
-from notifications.endings import Attempt
-from notifications.engine import messages_of
+from notifications.delivery.endings import Attempt
+from notifications.delivery.engine import messages_of
 from notifications.host_checks import check_template_spelling
 from notifications.kinds import get_kind
 from notifications.render import recipient, render

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from notifications.channels.base import Message
-from notifications.delivery import record_sent
+from notifications.delivery.records import record_sent
 from notifications.models import Delivery, Suppression
 from pipeline.metrics import read_counters
 from tests.integration.test_security_webhooks import esp_provider

@@ -6,8 +6,8 @@ import pytest
 import redis
 from django.core.exceptions import ImproperlyConfigured
 
-from pipeline import urls
-from pipeline.sentinel import FollowingSentinelPool
+from pipeline.redis import addresses
+from pipeline.redis.sentinel import FollowingSentinelPool
 
 SENTINELS = "sentinel://:pw@10.0.0.1:26379;sentinel://:pw@10.0.0.2;sentinel://:pw@10.0.0.3:26380/2?master_name=main"
 
@@ -24,7 +24,7 @@ SENTINELS = "sentinel://:pw@10.0.0.1:26379;sentinel://:pw@10.0.0.2;sentinel://:p
     ],
 )
 def test_parse(url, expected):
-    parsed = urls.parse(url)
+    parsed = addresses.parse(url)
     assert (parsed.scheme, parsed.hosts, parsed.path, parsed.db, parsed.username, parsed.password) == expected
 
 
@@ -49,13 +49,13 @@ def test_parse(url, expected):
 )
 def test_a_bad_url_names_the_setting_and_the_problem_and_hides_the_password(url, problem):
     with pytest.raises(ImproperlyConfigured, match="SLUICE_REDIS_URL") as found:
-        urls.parse(url, "SLUICE_REDIS_URL")
+        addresses.parse(url, "SLUICE_REDIS_URL")
     assert problem in str(found.value)
 
 
 def test_a_bad_url_error_never_shows_its_password():
     with pytest.raises(ImproperlyConfigured) as found:
-        urls.parse("redis://user:hunter2@h/x", "SLUICE_QUEUES['critical']['redis_url']")
+        addresses.parse("redis://user:hunter2@h/x", "SLUICE_QUEUES['critical']['redis_url']")
     assert "hunter2" not in str(found.value)
     assert "SLUICE_QUEUES['critical']['redis_url']" in str(found.value)
 
@@ -74,43 +74,43 @@ def test_a_bad_url_error_never_shows_its_password():
     ],
 )
 def test_describe_hides_passwords(url, shown):
-    assert urls.describe(url) == shown
+    assert addresses.describe(url) == shown
 
 
 def test_identity_is_the_server_and_database_not_the_spelling():
     same = ["redis://h:6379/0", "redis://:pw@H:6379", "rediss://user:pw@h/0?ssl_ca_certs=/ca.pem"]
-    assert {urls.identity(u) for u in same} == {("tcp", "h", 6379, 0)}
-    assert urls.identity("redis://h:6379/1") != urls.identity("redis://h:6379/0")
-    assert urls.identity("redis://h:6380/0") != urls.identity("redis://h:6379/0")
-    assert urls.identity("unix:///s.sock?db=2") == ("unix", "/s.sock", 2)
+    assert {addresses.identity(u) for u in same} == {("tcp", "h", 6379, 0)}
+    assert addresses.identity("redis://h:6379/1") != addresses.identity("redis://h:6379/0")
+    assert addresses.identity("redis://h:6380/0") != addresses.identity("redis://h:6379/0")
+    assert addresses.identity("unix:///s.sock?db=2") == ("unix", "/s.sock", 2)
     one = "sentinel://a:1;sentinel://b:2/0?master_name=m"
-    assert urls.identity("sentinel://:pw@b:2;sentinel://a:1/0?master_name=m") == urls.identity(one)
-    assert urls.identity(one) == ("sentinel", (("a", 1), ("b", 2)), "m", 0)
+    assert addresses.identity("sentinel://:pw@b:2;sentinel://a:1/0?master_name=m") == addresses.identity(one)
+    assert addresses.identity(one) == ("sentinel", (("a", 1), ("b", 2)), "m", 0)
     # Another group's sentinels watching a master of the same name: another Redis.
-    assert urls.identity("sentinel://c:3/0?master_name=m") != urls.identity(one)
-    assert urls.identity("sentinel://a:1;sentinel://b:2/0?master_name=n") != urls.identity(one)
+    assert addresses.identity("sentinel://c:3/0?master_name=m") != addresses.identity(one)
+    assert addresses.identity("sentinel://a:1;sentinel://b:2/0?master_name=n") != addresses.identity(one)
 
 
 def test_clients_for_each_scheme_carry_their_timeouts_tls_and_credentials():
-    plain = urls.make_client("redis://:pw@h:6390/3").connection_pool.connection_kwargs
+    plain = addresses.make_client("redis://:pw@h:6390/3").connection_pool.connection_kwargs
     assert (plain["host"], plain["port"], plain["db"], plain["password"]) == ("h", 6390, 3, "pw")
     assert (plain["socket_connect_timeout"], plain["socket_timeout"]) == (2, 5)
 
-    tls = urls.make_client("rediss://u:pw@h/0?ssl_ca_certs=/ca.pem", socket_timeout=1)
+    tls = addresses.make_client("rediss://u:pw@h/0?ssl_ca_certs=/ca.pem", socket_timeout=1)
     kwargs = tls.connection_pool.connection_kwargs
     assert tls.connection_pool.connection_class is redis.SSLConnection
     assert kwargs["ssl_cert_reqs"] == ssl.CERT_REQUIRED  # verified unless the URL says otherwise
     assert (kwargs["ssl_ca_certs"], kwargs["username"], kwargs["socket_timeout"]) == ("/ca.pem", "u", 1)
-    assert urls.parse("rediss://h/0?ssl_cert_reqs=CERT_OPTIONAL").options["ssl_cert_reqs"] == "optional"
-    relaxed = urls.make_client("rediss://h/0?ssl_cert_reqs=none&ssl_check_hostname=false")
+    assert addresses.parse("rediss://h/0?ssl_cert_reqs=CERT_OPTIONAL").options["ssl_cert_reqs"] == "optional"
+    relaxed = addresses.make_client("rediss://h/0?ssl_cert_reqs=none&ssl_check_hostname=false")
     assert relaxed.connection_pool.connection_kwargs["ssl_cert_reqs"] == ssl.CERT_NONE
     assert relaxed.connection_pool.connection_kwargs["ssl_check_hostname"] is False
 
-    unix = urls.make_client("unix:///run/r.sock?db=2").connection_pool
+    unix = addresses.make_client("unix:///run/r.sock?db=2").connection_pool
     assert unix.connection_class is redis.UnixDomainSocketConnection
     assert (unix.connection_kwargs["path"], unix.connection_kwargs["db"]) == ("/run/r.sock", 2)
 
-    master = urls.make_client(SENTINELS + "&sentinel_password=spw")
+    master = addresses.make_client(SENTINELS + "&sentinel_password=spw")
     pool = master.connection_pool
     assert isinstance(pool, FollowingSentinelPool)
     assert (pool.service_name, pool.connection_kwargs["db"], pool.connection_kwargs["password"]) == ("main", 2, "pw")
@@ -121,17 +121,17 @@ def test_clients_for_each_scheme_carry_their_timeouts_tls_and_credentials():
 
 
 def test_celery_broker_settings_in_kombus_spelling():
-    plain = urls.celery_broker("redis://:pw@h:6379/0")
+    plain = addresses.celery_broker("redis://:pw@h:6379/0")
     assert plain == {
         "broker_url": "redis://:pw@h:6379/0",
         "broker_transport": "pipeline.transport:Transport",
         "broker_transport_options": {},
         "broker_use_ssl": False,
     }
-    tls = urls.celery_broker("rediss://u:pw@h:6380/1?ssl_ca_certs=/ca.pem")
+    tls = addresses.celery_broker("rediss://u:pw@h:6380/1?ssl_ca_certs=/ca.pem")
     assert tls["broker_url"] == "rediss://u:pw@h:6380/1"
     assert tls["broker_use_ssl"] == {"ssl_cert_reqs": ssl.CERT_REQUIRED, "ssl_ca_certs": "/ca.pem"}
-    sentinel = urls.celery_broker(SENTINELS + "&sentinel_password=spw")
+    sentinel = addresses.celery_broker(SENTINELS + "&sentinel_password=spw")
     assert sentinel["broker_url"] == (
         "sentinel://:pw@10.0.0.1:26379/2;sentinel://:pw@10.0.0.2:26379/2;sentinel://:pw@10.0.0.3:26380/2"
     )
@@ -168,7 +168,7 @@ def test_sluice_celery_cannot_set_broker_use_ssl(settings):
 def test_no_client_retries_a_failed_command_by_itself(url):
     """A producer gets Unavailable at once during an outage, never after a hidden backoff (redis.Redis(host=...)
     alone would retry ten times, for up to ten seconds each)."""
-    client = urls.make_client(url)
+    client = addresses.make_client(url)
     assert client.connection_pool.make_connection().retry._retries == 0
     if url.startswith("sentinel"):
         assert all(
@@ -182,7 +182,9 @@ def test_a_publish_to_another_redis_carries_none_of_criticals_sentinel_options()
     is sent with that Redis's own options only, never critical's master name or sentinel credentials."""
     from pipeline.celery import _connection_for, app
 
-    critical = urls.celery_broker("sentinel://s1:26379/0?master_name=critical-primary&sentinel_password=critical-only")
+    critical = addresses.celery_broker(
+        "sentinel://s1:26379/0?master_name=critical-primary&sentinel_password=critical-only"
+    )
     previous = app.conf.broker_transport_options
     app.conf.update(broker_transport_options={**previous, **critical["broker_transport_options"]})
     try:

@@ -8,8 +8,8 @@ from django.core.exceptions import ImproperlyConfigured
 from digest.flush import run_flush
 from digest.user_claims import claim_users
 from notifications import user_digest
-from pipeline import keys
 from pipeline.conf import sluice_settings
+from pipeline.redis import keys
 from tests.digest_helpers import fold, published
 
 pytestmark = pytest.mark.django_db  # the flush rebuilds the preferences' mirror from the database

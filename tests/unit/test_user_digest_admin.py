@@ -3,7 +3,7 @@
 import pytest
 
 from notifications.models import NotificationSettings
-from pipeline import keys
+from pipeline.redis import keys
 from tests.digest_helpers import fold
 
 pytestmark = pytest.mark.django_db(transaction=True)

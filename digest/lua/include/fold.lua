@@ -6,7 +6,7 @@
 --     a    ARGV by name: payload, entity, member_entity, member_kind, member_user
 --     now  Redis's clock, in seconds
 --   finish returns the reply's fields (a table for encode_reply).
--- The fold store's own data, owned by these scripts (digest/store.py reads it back): a fold hash has n (count),
+-- The fold store's own data, owned by these scripts (digest/fold_store.py reads it back): a fold hash has n (count),
 -- p (latest payload), f and l (first and last seen), k (latest kind), r (why held), z (its bytes), ec and kc
 -- (distinct entities and kinds), c:<channel>, e:<entity> and kk:<kind> flags; the size hash has k and b.
 local function fold_store(c, k, a, now)

@@ -1,8 +1,8 @@
 -- Take up to ARGV[3] escalations for one drainer: first those whose drainer's lease ran out (it died or stalled),
 -- then those due in the escalation set; each moves to the claimed set under a fresh lease. An item stays in the
 -- claimed set until its drainer finished it (escalated or cancelled), so a drainer killed mid-drain loses none.
--- KEYS[1]  the class's escalation set (pipeline.keys.inbox_escalations): item id -> due time
--- KEYS[2]  the class's claimed set (pipeline.keys.inbox_escalating): item id -> lease expiry
+-- KEYS[1]  the class's escalation set (pipeline.redis.keys.inbox_escalations): item id -> due time
+-- KEYS[2]  the class's claimed set (pipeline.redis.keys.inbox_escalating): item id -> lease expiry
 -- ARGV[1]  now, seconds since the epoch
 -- ARGV[2]  the lease, seconds
 -- ARGV[3]  the most items to take

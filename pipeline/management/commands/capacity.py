@@ -5,10 +5,10 @@ import math
 
 from django.core.management.base import BaseCommand, CommandError
 
-from pipeline.capacity import assess, rates_from_samples
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.depth import snapshot
-from pipeline.window import points
+from pipeline.observe.capacity_model import assess, rates_from_samples
+from pipeline.observe.window import points
 
 UNITS = {"s": 1, "m": 60, "h": 3600}
 

@@ -3,7 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from pipeline.conf import exporter_host
-from pipeline.exporter import serve
+from pipeline.observe.exporter import serve
 
 
 class Command(BaseCommand):

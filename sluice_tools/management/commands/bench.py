@@ -111,7 +111,7 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps(result, indent=2, sort_keys=True))
 
     def bench_admission(self, calls, rounds, choices=False, folds=False, **options):
-        from sluice_tools.bench import admission, admission_folds
+        from sluice_tools.bench import admission_bench, admission_folds
 
         def progress(done, total, last):
             shown = ", ".join(f"{k} {v:,.0f}/s" for k, v in last.items())
@@ -124,7 +124,7 @@ class Command(BaseCommand):
                 f"folding on its class's Redis; round trips {result['round_trips_per_notify']}"
             )
             return result
-        result = admission.run(calls, rounds, progress, choices)
+        result = admission_bench.run(calls, rounds, progress, choices)
         self.stdout.write(
             f"notify() is {result['notify_vs_apply_async']}x apply_async (target >= 3x); raw LPUSH is "
             f"{result['lpush_vs_notify_per_call']}x notify() per call (target <= 2x); "

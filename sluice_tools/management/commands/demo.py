@@ -42,7 +42,7 @@ def port(preferred):
 
 def flower_classes(url):
     """The first class on each distinct Redis of the classes (REDIS_URL_<CLASS>, else ``url``), critical first."""
-    from pipeline.urls import identity
+    from pipeline.redis.addresses import identity
 
     seen, first = set(), []
     for klass in CLASSES:

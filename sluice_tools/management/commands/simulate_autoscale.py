@@ -5,7 +5,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from sluice_tools.autoscale import config, plot, report, sim, traces
+from sluice_tools.autoscale import config, plot, seeds_report, sim, traces
 
 
 class Command(BaseCommand):
@@ -50,7 +50,7 @@ class Command(BaseCommand):
             if options["seeds"] is not None:
                 if options["trace"] not in traces.BUILT_IN:
                     raise ValueError(f"--seeds needs a built-in trace ({', '.join(traces.BUILT_IN)})")
-                seeds = report.parse_seeds(options["seeds"])
+                seeds = seeds_report.parse_seeds(options["seeds"])
             trace = traces.load(options["trace"], seed=seeds[0] if seeds else options["seed"])
             values = config.load_values(config.CHART_VALUES, options["values"])
             scaling = config.chart_scaling(values)
@@ -99,8 +99,8 @@ class Command(BaseCommand):
             )
         plot_seed = options["plot_seed"] if options["plot_seed"] is not None else self._worst(per_seed)
         parameters = {"mu": run["mu"], "startup_s": run["startup_s"], "plot_seed": plot_seed}
-        doc = report.report(name, per_seed, parameters)
-        text = report.markdown(doc)
+        doc = seeds_report.report(name, per_seed, parameters)
+        text = seeds_report.markdown(doc)
         runs = self._simulate(name, plot_seed, run)
         trace = traces.load(name, seed=plot_seed)
         title = f"{self._title(trace, run['mu'])}, seed {plot_seed}"

@@ -1,0 +1,359 @@
+"""The one send engine: every send task hands it a batch of messages, and a single send is a batch of one.
+
+Message by message and in order, each channel's send passes the same rules: expiry (never sent late), the send claim
+(once per notification and channel) and the channel's gate (per message, never per batch), both in one round trip
+when they share a Redis (notifications.delivery.claims.gated_claim), the send's deadline, the providers
+(notifications.delivery.failover, one call for the claimed sends of a channel that sends in bulk), and its end (marked
+sent and counted). Each message then ends on its own (notifications.delivery.endings): done, retried, back at the end
+of its queue, dead-lettered, or requeued. When the gate does not grant a send at once, the sends waiting go out
+first; when a critical send is what holds the channel, a batch gives back every message it has not started.
+"""
+
+import dataclasses
+import logging
+import time
+from contextlib import ExitStack
+
+from notifications import user_digest
+from notifications.channels.base import Message, PermanentSendError
+from notifications.delivery import endings, expiry, failover
+from notifications.delivery.claims import ClaimedElsewhere, claim_ttl, describe, gated_claim, record_end
+from notifications.delivery.endings import Ended
+from notifications.render import recipient, render
+from pipeline import batch as fetch
+from pipeline import gate, metrics
+from pipeline.conf import sluice_settings
+
+logger = logging.getLogger("sluice.send")
+
+
+@dataclasses.dataclass(eq=False)
+class Item:
+    """One message of a batch and what happened to it so far."""
+
+    attempt: endings.Attempt
+    # (source list, raw message) for a message the batch took from its queue; None for the task's own message.
+    fetched: tuple | None = None
+    kind_obj: object = None
+    messages: list = dataclasses.field(default_factory=list)
+    expired: list = dataclasses.field(default_factory=list)
+    failed: list = dataclasses.field(default_factory=list)
+    started: bool = False
+    given_back: bool = False
+    # Why the message cannot finish here: another worker holds a claim, or its gate had no room in time.
+    held_back: ClaimedElsewhere | None = None
+    gate_timeout: bool = False
+    # Where its messages stopped when held back or timed out at the gate: it goes back with the channels from there.
+    stopped_at: int = 0
+    error: Exception | None = None
+    # Whether its last channel's end counted it as processed (in that end's round trip).
+    counted: bool = False
+    # How it ended, once it has.
+    ending: endings.Ending | None = None
+
+
+class Batch:
+    """The sends of one batch, grouped by channel until they go out together.
+
+    ``take`` returns more Items from the queue (after the first message passed its gate) or is None for a batch of
+    one; ``alive`` renews the batch's hold on what it took.
+    """
+
+    def __init__(self, items, take=None, alive=None):
+        self.items = items
+        self.take = take
+        self.alive = alive or (lambda: None)
+        self.pending = {}
+        self.slots = ExitStack()
+        # Set once a critical send was seen on a channel of this batch: the batch takes no more messages.
+        self.critical_seen = False
+        self.bulk_channels = {}
+
+    def run(self):
+        """Send every message and end each one; return the first message's Ending."""
+        prepare(self.items)
+        try:
+            first = self.items[0]
+            if ready(first):
+                self.send_item(0, first)
+            # More messages only once the task's own passed its gate: while critical holds a channel, a batch
+            # would take messages only to give them back.
+            if self.take is not None and first.held_back is None and not first.gate_timeout and not self.critical_seen:
+                taken = self.take()
+                prepare(taken)
+                self.items.extend(taken)
+            for index in range(1, len(self.items)):
+                item = self.items[index]
+                if ready(item):
+                    self.alive()
+                    self.send_item(index, item)
+            self.flush()
+        finally:
+            self.slots.close()
+        for item in self.items:
+            if not item.given_back and item.ending is None:
+                item.ending = conclude(item)
+        return self.items[0].ending
+
+    def summary(self):
+        """How the batch's messages ended, in one line: "12 messages: 10 done, 1 retried, 0 dead-lettered, ..."."""
+        ends = {"done": 0, "retried": 0, "dead-lettered": 0, "requeued": 0, "given back": 0}
+        names = {endings.DONE: "done", endings.RETRIED: "retried", endings.DEAD_LETTERED: "dead-lettered"}
+        for item in self.items:
+            if item.given_back:
+                ends["given back"] += 1
+            else:
+                ends[names.get(item.ending.kind, "requeued") if item.ending else "requeued"] += 1
+        return f"{len(self.items)} messages: " + ", ".join(f"{n} {end}" for end, n in ends.items())
+
+    def send_item(self, index, item):
+        for position, message in enumerate(item.messages):
+            item.stopped_at = position
+            if expiry.passed(message.expires_at):
+                # Never sent late: a sign-in code that arrives after it expired is worse than none.
+                item.expired.append(message.channel)
+                continue
+            try:
+                claimed = self.admit(index, message)
+            except gate.GateTimeout:
+                item.gate_timeout = True
+                self.give_back_after(index)
+                return
+            except ClaimedElsewhere as exc:
+                item.held_back = exc
+                return
+            if claimed:
+                item.started = True
+                message = dataclasses.replace(message, deadline=send_deadline(message))
+                group = self.pending.setdefault(message.channel, [])
+                group.append((item, message))
+                if not self.bulk(message.channel) or len(group) >= _group_limit(message.channel):
+                    # No bulk call to wait for, or as many sends as the channel's rate allows at one instant: sent
+                    # now, so a send never starts long after the gate granted it.
+                    self.flush()
+
+    def admit(self, index, message):
+        """Pass the channel's gate for one message and claim its send (claims.gated_claim: one round trip on one
+        Redis), at once or after the sends waiting went out; claim's answer. Critical on the channel sends the
+        messages after this one back to the queue. Raises gate.GateTimeout when the gate had no room in time, and
+        ClaimedElsewhere."""
+        published_at = self.items[index].attempt.published_at
+        if self.pending or self.can_give_back(index):
+            try:
+                return self.slots.enter_context(gated_claim(message, published_at, max_wait_s=0))
+            except gate.GateTimeout:
+                pass
+            # Whatever holds the gate, the sends already claimed do not wait with this one.
+            self.flush()
+            channel_gate = sluice_settings().channels[message.channel].gate
+            if self.can_give_back(index) and fetch.critical_active(
+                message.channel, gate.partition_of(channel_gate, message.payload)
+            ):
+                self.critical_seen = True
+                self.give_back_after(index)
+        return self.slots.enter_context(gated_claim(message, published_at, max_wait_s=gate_wait(message)))
+
+    def can_give_back(self, index):
+        """Whether the batch may still give back messages after ``index``: it has taken some, or may take."""
+        return self.take is not None and (index == 0 or index < len(self.items) - 1)
+
+    def give_back_after(self, index):
+        """Mark every message after ``index`` that has not started to go back to the queue."""
+        for item in self.items[index + 1 :]:
+            if item.fetched is not None and not item.started and item.ending is None:
+                item.given_back = True
+
+    def flush(self):
+        """Send every claimed send that waits, one call per channel; record each one's end."""
+        pending, self.pending = self.pending, {}
+        try:
+            for channel, group in pending.items():
+                self.send_group(channel, group)
+        finally:
+            self.slots.close()
+            self.slots = ExitStack()
+
+    def bulk(self, channel):
+        """Does the channel's backend (every one of its providers') make one call for many messages?"""
+        if channel not in self.bulk_channels:
+            conf = sluice_settings().channels[channel]
+            self.bulk_channels[channel] = all(route.backend.supports_send_many for route in failover.routes(conf))
+        return self.bulk_channels[channel]
+
+    def send_group(self, channel, group):
+        """One call for the group's messages; then each message's own result and its end, recorded."""
+        messages = [message for _item, message in group]
+        started = time.perf_counter()
+        results = failover.send(messages, sluice_settings().channels[channel], bulk=self.bulk(channel))
+        seconds = time.perf_counter() - started
+        for (item, message), result in zip(group, results, strict=True):
+            status = "sent"
+            if isinstance(result, expiry.Expired):
+                status = "expired"
+                item.expired.append(channel)
+            elif isinstance(result, PermanentSendError):
+                status = "rejected"
+                # Kept at once: whatever the rest of the batch then meets, this channel's failure is in the dead
+                # letters, not only in memory.
+                try:
+                    endings.keep(item.attempt, result.reason, result, [channel])
+                except Ended as ended:
+                    item.ending = item.ending or ended.ending
+            elif isinstance(result, BaseException):
+                status = "failed"
+                logger.warning(
+                    "send %s on %s failed, %s: %s",
+                    message.id,
+                    channel,
+                    endings.next_step(item.attempt),
+                    describe(result),
+                )
+                item.failed.append((channel, result))
+            # The last channel's end counts the message as processed in the same round trip.
+            last = message.channel == item.messages[-1].channel
+            also = metrics.processed_field(item.kind_obj.klass) if last else ""
+            if record_end(message, status, seconds, also_count=also) and also:
+                item.counted = True
+
+
+def prepare(items):
+    """Render each item's event for every channel still to send (or end it: a kind no longer registered)."""
+    for item in items:
+        try:
+            item.kind_obj, item.messages = messages_of(item.attempt)
+        except Ended as ended:
+            item.ending = ended.ending
+        except Exception as exc:  # noqa: BLE001 - retried, like any unexpected failure
+            item.error = exc
+
+
+def ready(item):
+    return not item.given_back and item.ending is None and item.error is None
+
+
+def messages_of(attempt):
+    """The event's kind and its rendered message for each channel still to send; dead-letters (raises Ended) an
+    event whose kind is no longer registered."""
+    kwargs = attempt.kwargs
+    kind, channels = kwargs.get("kind"), kwargs.get("channels")
+    kind_obj = sluice_settings().kinds.get(kind)
+    if kind_obj is None:
+        # Settings changed between publish and send: kept for a replay once the kind is back.
+        endings.dead_letter(attempt, "unknown_kind", f"kind {kind!r} is no longer registered", channels)
+    expires_at = attempt.expires_at(kind_obj)
+    entity_id, payload, count = kwargs.get("entity_id"), kwargs.get("payload"), kwargs.get("count", 1)
+    user_id = kwargs.get("user_id")
+    extra = {k: v for k, v in kwargs.items() if k not in _SEND_ARGS}
+    context = {"kind": kind, "entity_id": entity_id, "payload": payload, "count": count, "user": recipient(user_id)}
+    context.update(extra)
+    # A routine fold of several events is a digest; a background collapse shows only the latest state. A fold of
+    # a coarser grain (user|kind, or the user) always reads as one, whatever the class.
+    grain = extra.get("grain", "entity")
+    html = ""
+    if "digest" in extra:
+        # One digest per user (digest.grouping): its listed folds render with sluice/digest/user.txt and user.html.
+        subject, body, html = user_digest.render(extra["digest"], context["user"], sluice_settings().kinds)
+    else:
+        digest = (count > 1 and kind_obj.klass == "routine") or grain != "entity"
+        subject, body = render(kind_obj, context, digest=digest)
+    messages = [
+        Message(
+            id=kwargs.get("notification_id"),
+            channel=channel,
+            kind=kind,
+            klass=kind_obj.klass,
+            user_id=user_id,
+            entity_id=entity_id,
+            subject=subject,
+            body=body,
+            html=html,
+            payload=payload,
+            count=count,
+            first_seen=extra.get("first_seen"),
+            expires_at=expires_at,
+        )
+        for channel in channels_of(kind_obj, channels)
+    ]
+    return kind_obj, messages
+
+
+def channels_of(kind, channels):
+    """The channels to send on: the kind's (those named in ``channels`` only, when given), and an inbox
+    escalation's channels (notifications.inbox.escalation) when ``channels`` names them."""
+    if channels is None:
+        return kind.channels
+    escalation = kind.escalate[1] if kind.escalate else ()
+    return [channel for channel in dict.fromkeys((*kind.channels, *escalation)) if channel in channels]
+
+
+# A send task's own arguments; any other is context for its template (a digest's grain, first_seen ...).
+_SEND_ARGS = ("notification_id", "kind", "user_id", "entity_id", "payload", "count", "channels", "expires_at")
+
+
+def conclude(item):
+    """End one message: keep its expired channels, retry its failed ones, put it back when its gate had no room."""
+    attempt = item.attempt
+    try:
+        if item.error is not None:
+            return endings.unexpected(attempt, item.error)
+        left = still_to_send(item.messages, item.stopped_at, item.failed, item.expired)
+        if item.held_back is not None:
+            # Try again once the claim has expired: a sender that died holding it frees it then.
+            endings.retry(attempt, item.held_back, item.held_back.expires_in_s, left)
+        if item.gate_timeout:
+            endings.back_of_queue(attempt, left, gate.GateTimeout.__name__)
+        if not item.counted:
+            metrics.count(metrics.processed_field(item.kind_obj.klass), klass=item.kind_obj.klass)
+        if item.expired:
+            why = f"not sent by its expiry ({item.kind_obj.expires_after_s} s after the event)"
+            endings.keep(attempt, "expired", why, item.expired)
+        if item.failed:
+            # A channel whose every provider's breaker is open says when it may send again; the retry waits for it.
+            countdown = max([endings.backoff(attempt)] + [getattr(e, "retry_after_s", 0) for _c, e in item.failed])
+            endings.retry(attempt, item.failed[0][1], countdown, [channel for channel, _exc in item.failed])
+    except Ended as ended:
+        return ended.ending
+    except Exception as exc:  # noqa: BLE001 - anything unexpected is retried
+        return endings.unexpected(attempt, exc)
+    return endings.Ending(endings.DONE)
+
+
+def still_to_send(messages, index, failed, expired):
+    """The channels a message goes back with when its attempt stops at ``messages[index]``: that one and those
+    after it, and the ones that failed or expired before it. Not those already sent or dead-lettered: a "sent"
+    mark outlives any redelivery (pipeline.marks), but a message that goes round its queue again and again (a
+    rate-limited channel's gate) could outlive the marks of the channels it sent first."""
+    return [channel for channel, _exc in failed] + list(expired) + [m.channel for m in messages[index:]]
+
+
+def send_deadline(message):
+    """When this attempt's send must be over (time.monotonic()): the class's send budget, within the claim's
+    lifetime, or the message's expiry when that comes first."""
+    budget = min(sluice_settings().queues[message.klass].send_budget_s, claim_ttl())
+    deadline = time.monotonic() + budget
+    if message.expires_at is not None:
+        deadline = min(deadline, time.monotonic() + (message.expires_at - time.time()))
+    return deadline
+
+
+def gate_wait(message):
+    """How long the send may wait for its channel's gate: the gate's own limit, or less when it expires sooner."""
+    channel_gate = sluice_settings().channels[message.channel].gate
+    if message.expires_at is None or channel_gate is None:
+        return None
+    limit = gate.CRITICAL_MAX_WAIT_S if message.klass == "critical" else channel_gate.max_wait_ms / 1000
+    return max(0.0, min(limit, message.expires_at - time.time()))
+
+
+def _group_limit(channel):
+    """The most claimed sends of ``channel`` one bulk call carries: its gate's burst when it has a rate limit (so a
+    call never sends more at one instant than the token bucket allows), else no limit."""
+    gate_conf = sluice_settings().channels[channel].gate
+    if gate_conf is None or not sluice_settings().gate_enabled:
+        return float("inf")
+    bursts = []
+    if gate_conf.rate_per_s:
+        bursts.append(gate_conf.burst)
+    if gate_conf.partition_by and (gate_conf.partition_rate_per_s or gate_conf.rate_per_s):
+        bursts.append(gate_conf.partition_burst or gate_conf.burst)
+    return max(1, min(bursts)) if bursts else float("inf")

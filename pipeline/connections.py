@@ -1,0 +1,189 @@
+"""The Redis servers Sluice talks to: one connection pool per server and process, and the Lua in pipeline/lua."""
+
+import functools
+import os
+import re
+import threading
+from functools import cache
+from pathlib import Path
+
+from pipeline.conf import CLASSES, sluice_settings
+from pipeline.redis import addresses
+from pipeline.redis.addresses import identity
+
+LUA_DIR = Path(__file__).with_name("lua")
+
+
+def make_client(url):
+    """A redis-py client for ``url``: the one place a client is built (pipeline.redis.addresses: TLS, Sentinel)."""
+    return addresses.make_client(url)
+
+
+class _Client:
+    """A client for one URL in one process, with its registered scripts; replaced whole, never edited."""
+
+    def __init__(self, url):
+        self.url = url
+        self.key = (url, os.getpid())
+        self.redis = make_client(url)
+        self.scripts = {}
+
+
+_lock = threading.Lock()
+_clients = {}
+
+
+def get_redis(url=None):
+    """The shared client for ``url`` (by default SLUICE_REDIS_URL): safe under threads; a forked child builds
+    its own pool, never its parent's sockets."""
+    return _client(url).redis
+
+
+def class_redis(klass):
+    """The Redis of a class (SLUICE_QUEUES[klass]["redis_url"]): its queue, admission, overflow, throttles, send
+    claims, dead letters and counters, and its folds unless SLUICE_DIGEST["redis_url"] names another Redis."""
+    return _client(sluice_settings().queues[klass].redis_url).redis
+
+
+def fold_store_url(klass):
+    """The URL of the Redis that keeps ``klass``'s folds: SLUICE_DIGEST["redis_url"], else the class's own."""
+    conf = sluice_settings()
+    return conf.digest["redis_url"] or conf.queues[klass].redis_url
+
+
+def folds_elsewhere(klass):
+    """Whether ``klass`` folds on a Redis other than its queue's (admission then takes two round trips to fold,
+    and a flush hands its digests over from one Redis to the other)."""
+    return not same_redis(fold_store_url(klass), sluice_settings().queues[klass].redis_url)
+
+
+def shared_redis():
+    """The Redis of what every class shares (the channel gates, the providers' breakers): critical's, so a
+    critical send never waits on a Redis that a lower class's flood fills."""
+    return class_redis("critical")
+
+
+def distinct(urls):
+    """``urls`` with one URL kept per Redis (same host, port and db), in order."""
+    seen, kept = set(), []
+    for url in urls:
+        if identity(url) not in seen:
+            seen.add(identity(url))
+            kept.append(url)
+    return kept
+
+
+def every_url():
+    """One URL per distinct Redis Sluice uses: SLUICE_REDIS_URL's, each class's, then the digest's (the exporter,
+    capacity, the admin and the tools read every one)."""
+    conf = sluice_settings()
+    digest = [conf.digest["redis_url"]] if conf.digest["redis_url"] else []
+    return distinct([conf.redis_url, *(conf.queues[klass].redis_url for klass in CLASSES), *digest])
+
+
+def every_redis():
+    """One client per distinct Redis Sluice uses (see every_url)."""
+    return [get_redis(url) for url in every_url()]
+
+
+def _by_redis(classes, url_of=None):
+    """{URL: those of ``classes`` on that Redis}, one URL per distinct Redis, in the classes' order."""
+    groups = {}
+    for klass in classes:
+        url = url_of(klass) if url_of else sluice_settings().queues[klass].redis_url
+        groups.setdefault(identity(url), (url, []))[1].append(klass)
+    return dict(groups.values())
+
+
+def fold_store_classes():
+    """{URL: the folding classes whose folds it keeps}: the digest's Redis, or each Redis of routine and
+    background."""
+    return _by_redis(("routine", "background"), fold_store_url)
+
+
+def classes_by_redis(client=None):
+    """[(client, [classes on it])], one entry per distinct Redis of the classes; all on ``client`` if given."""
+    if client is not None:
+        return [(client, list(CLASSES))]
+    return [(get_redis(url), classes) for url, classes in _by_redis(CLASSES).items()]
+
+
+@functools.lru_cache(maxsize=64)
+def same_redis(a, b):
+    """Whether two URLs name the same Redis database (cached: admission asks on every event it folds)."""
+    return identity(a) == identity(b)
+
+
+def _client(url=None):
+    url = url or sluice_settings().redis_url
+    # By URL, not by identity: two spellings of one Redis may differ in what the client is built with (a
+    # password, a CA bundle), and a changed setting must never keep using the client of the old one.
+    key = (url, os.getpid())
+    current = _clients.get(key[0])
+    if current is not None and current.key == key:
+        return current
+    with _lock:
+        current = _clients.get(key[0])
+        if current is None or current.key != key:
+            current = _clients[key[0]] = _Client(url)
+        return current
+
+
+def reset():
+    """Forget this process's clients (tests; a settings change picks new ones up by itself)."""
+    # Dropped, not closed: a caller may still hold one of them, and its pool reconnects on its next use.
+    with _lock:
+        _clients.clear()
+
+
+INCLUDE = re.compile(r"^--! include (\w+)$", re.M)
+
+
+@cache
+def lua_source(path):
+    """A script's text, with each ``--! include <name>`` line replaced by include/<name>.lua beside the script
+    (a package's own shared Lua), else by pipeline/lua/include/<name>.lua."""
+    path = Path(path)
+    text = path.read_text()
+
+    def included(found):
+        own = path.parent / "include" / f"{found[1]}.lua"
+        return (own if own.exists() else LUA_DIR / "include" / f"{found[1]}.lua").read_text().strip()
+
+    return INCLUDE.sub(included, text)
+
+
+class Scripts:
+    """The Lua scripts of one folder, each registered once per client (EVALSHA, then EVAL after a restart)."""
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+
+    def path(self, name):
+        return self.folder / f"{name}.lua"
+
+    def __call__(self, name, on=None):
+        """The script ``name``, run on the client ``on`` (by default SLUICE_REDIS_URL's)."""
+        client = _client()
+        path = self.path(name)
+        found = client.scripts.get(path)
+        if found is None:
+            # Registering twice from two threads is harmless: both objects run the same script.
+            found = client.scripts.setdefault(path, client.redis.register_script(lua_source(path)))
+        # A Script runs on any client it is handed: EVALSHA there, loading it first if that Redis lacks it.
+        return found if on is None else functools.partial(found, client=on)
+
+
+#: The engine's own scripts, in pipeline/lua.
+script = Scripts(LUA_DIR)
+
+
+def _after_fork_in_child():
+    # A lock held by another thread at fork time would never be released in the child; the parent's clients
+    # are left to the GC, never closed here: their sockets are the parent's.
+    global _lock, _clients
+    _lock = threading.Lock()
+    _clients = {}
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

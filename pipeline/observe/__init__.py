@@ -1,0 +1,1 @@
+"""Observation: queue latency, windowed signals, the exporter and its provider families, capacity."""

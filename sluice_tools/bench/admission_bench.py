@@ -1,0 +1,169 @@
+"""bench admission: notify() against a plain apply_async and a raw LPUSH, interleaved in one run."""
+
+import statistics
+import time
+from contextlib import nullcontext
+
+from django.contrib.auth import get_user_model
+from django.test import override_settings
+
+from notifications import notify
+from notifications.delivery.tasks import send_tasks
+from pipeline.connections import get_redis
+from sluice_tools.bench.common import percentile
+
+PAYLOAD = {"title": "Quarterly report move", "due": "2026-12-01", "by": "Ada"}
+KIND = "task.comment"
+
+
+USERS = 100
+# Calls of one path before the next path takes its turn.
+CHUNK = 100
+
+
+def with_every_choice(users):
+    """Give each user preferences, quiet hours (not now) and the kind a throttle that does not trip: admission
+    then reads and decides all of them, and the event is still accepted, the path measured here."""
+    from datetime import UTC, datetime, timedelta
+
+    from notifications import preferences
+
+    now = datetime.now(UTC)
+    for user in users:
+        preferences.set(user, kind=KIND, channel="push", mode="off")
+        preferences.set(user, category="", mode="instant")
+        preferences.set_quiet_hours(user, "UTC", (now + timedelta(hours=2)).time(), (now + timedelta(hours=3)).time())
+    preferences.write_mirror([u.pk for u in users])
+
+
+class RoundTrips:
+    """Counts the commands this process sends to Redis (a pipeline is one): round trips, client side."""
+
+    def __init__(self):
+        from redis.connection import AbstractConnection
+
+        self.count, self.cls = 0, AbstractConnection
+        self.original = AbstractConnection.send_packed_command
+
+    def __enter__(self):
+        counter = self
+
+        def send(connection, command, check_health=True):
+            counter.count += 1
+            return counter.original(connection, command, check_health)
+
+        self.cls.send_packed_command = send
+        return self
+
+    def __exit__(self, *exc):
+        self.cls.send_packed_command = self.original
+
+
+def commandstats(client):
+    return {name: stats["calls"] for name, stats in client.info("commandstats").items()}
+
+
+def count_commands(client, users, calls):
+    """What ran in Redis for one notify() (INFO commandstats before and after ``calls`` calls, the scripts' own
+    commands included, less the INFO itself)."""
+    client.delete("routine")
+    before = commandstats(client)
+    for i in range(calls):
+        notify(users[i % len(users)], KIND, entity_id=f"count_{i}", payload=PAYLOAD)
+    after = commandstats(client)
+    client.delete("routine")
+    return {
+        name.removeprefix("cmdstat_"): round((value - before.get(name, 0)) / calls, 3)
+        for name, value in sorted(after.items())
+        if value - before.get(name, 0) and name != "cmdstat_info"
+    }
+
+
+def run(calls=3000, rounds=3, progress=None, choices=False):
+    """Measure each path ``rounds`` times, alternating, and return the medians and notify()'s latencies. With
+    ``choices``, every user has preferences, quiet hours and a throttled kind, all decided by admission."""
+    # Room for every call: this measures the accepted path, the one a web request takes normally.
+    queues = {k: {"capacity": calls * 4} for k in ("critical", "routine", "background")}
+    kinds = {KIND: {"class": "routine", "channels": ["email", "push"], "throttle": {"max": 10**6, "per_s": 3600}}}
+    User = get_user_model()
+    users = [User(pk=1)]
+    if choices:
+        users = [User.objects.get_or_create(username=f"bench-{n}")[0] for n in range(USERS)]
+    try:
+        return measure(users, calls, rounds, progress, choices, queues, kinds)
+    finally:
+        if choices:
+            # Left in the project's database, they and their choices would be mirrored by the next flush that
+            # runs against it (the demo's, another bench's).
+            User.objects.filter(pk__in=[user.pk for user in users]).delete()
+
+
+def measure(users, calls, rounds, progress, choices, queues, kinds):
+    """The interleaved rounds of run()."""
+    client = get_redis()
+    kwargs = {"notification_id": "x" * 32, "kind": KIND, "user_id": 1, "entity_id": "task_42", "payload": PAYLOAD}
+    paths = ("notify", "apply_async", "lpush")
+    rates = {name: [] for name in paths}
+    cpu_us = {name: [] for name in paths}
+    latencies = []
+    trips = 0
+    with override_settings(SLUICE_QUEUES=queues, **({"SLUICE_KINDS": kinds} if choices else {})):
+        if choices:
+            with_every_choice(users)
+        notify(users[0], KIND, entity_id="warm-up", payload=PAYLOAD)
+        send_tasks["routine"].apply_async(kwargs=kwargs)
+        sample = client.lindex("routine", 0)
+        commands = count_commands(client, users, min(calls, 1000))
+
+        def one_notify(i):
+            t = time.perf_counter()
+            notify(users[i % len(users)], KIND, entity_id=f"task_{i}", payload=PAYLOAD)
+            latencies.append(time.perf_counter() - t)
+
+        calls_of = {
+            "notify": one_notify,
+            "apply_async": lambda i: send_tasks["routine"].apply_async(kwargs=kwargs),
+            "lpush": lambda i: client.lpush("routine", sample),
+        }
+        for round_no in range(rounds):
+            client.delete("routine")
+            wall, cpu = dict.fromkeys(paths, 0.0), dict.fromkeys(paths, 0.0)
+            # Interleaved in chunks, so that a neighbour's load on this shared machine falls on every path alike.
+            for first in range(0, calls, CHUNK):
+                for name in paths:
+                    with RoundTrips() if name == "notify" else nullcontext() as counted:
+                        started, started_cpu = time.perf_counter(), time.process_time()
+                        for i in range(first, min(first + CHUNK, calls)):
+                            calls_of[name](i)
+                        wall[name] += time.perf_counter() - started
+                        cpu[name] += time.process_time() - started_cpu
+                    if counted is not None:
+                        trips += counted.count
+            client.delete("routine")
+            for name in paths:
+                rates[name].append(calls / wall[name])
+                cpu_us[name].append(cpu[name] / calls * 1e6)
+            if progress:
+                progress(round_no + 1, rounds, {k: v[-1] for k, v in rates.items()})
+    medians = {k: statistics.median(v) for k, v in rates.items()}
+    cpu = {k: statistics.median(v) for k, v in cpu_us.items()}
+    return {
+        "notify_per_s": round(medians["notify"]),
+        "apply_async_per_s": round(medians["apply_async"]),
+        "lpush_per_s": round(medians["lpush"]),
+        "notify_p50_ms": round(percentile(latencies, 50) * 1000, 3),
+        "notify_p99_ms": round(percentile(latencies, 99) * 1000, 3),
+        "notify_vs_apply_async": round(medians["notify"] / medians["apply_async"], 2),
+        "lpush_vs_notify_per_call": round(medians["lpush"] / medians["notify"], 2),
+        "message_bytes": len(sample),
+        "calls_per_round": calls,
+        "rounds": rounds,
+        "every_user_has_choices": choices,
+        # The producer's own CPU a call (median of the rounds), and the ratio of apply_async's to notify()'s: what
+        # the calls cost this process, whatever else the machine runs.
+        "producer_cpu_us_per_call": {name: round(v, 1) for name, v in cpu.items()},
+        "notify_vs_apply_async_cpu": round(cpu["apply_async"] / cpu["notify"], 2),
+        # Client side: what notify() sent to Redis, in every timed call. Server side: see count_commands().
+        "round_trips_per_notify": round(trips / (calls * rounds), 3),
+        "redis_commands_per_notify": commands,
+    }
