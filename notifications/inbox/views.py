@@ -9,17 +9,17 @@ count from Redis (notifications.inbox.unread), never the user row nor an item, a
 If-None-Match still holds.
 """
 
-import json
 import math
 
 from django.contrib.auth import SESSION_KEY, get_user_model
 from django.db.models import Q
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from redis.exceptions import RedisError
 
 from notifications.inbox.models import InboxItem
+from notifications.json_api import BadRequest, invalid, read_object, respond, unauthorized, unavailable
 from pipeline import metrics
 from pipeline.redis import keys
 from pipeline.token_bucket import take_from
@@ -35,40 +35,16 @@ CHANGE_BURST = 20
 CHANGE_RATE_PER_S = 5
 
 
-class BadRequest(Exception):
-    """A 400: the field it names, and why."""
-
-    def __init__(self, field, detail):
-        super().__init__(detail)
-        self.field, self.detail = field, detail
-
-
-def _json(status, body, headers=None):
-    response = JsonResponse(body, status=status)
-    for name, value in (headers or {}).items():
-        response[name] = value
-    return response
-
-
-def _unauthorized():
-    return _json(401, {"error": "unauthorized", "detail": "sign in first"})
-
-
-def _unavailable(exc):
-    detail = f"Redis is unavailable ({type(exc).__name__}); retry"
-    return _json(503, {"error": "unavailable", "detail": detail}, {"Retry-After": "5"})
-
-
 @require_GET
 def unread_count(request):
     """GET /api/inbox/unread/: {"unread": n}, with an ETag; 304 when the poll's If-None-Match still holds."""
     user_id = session_user_id(request)
     if user_id is None:
-        return _unauthorized()
+        return unauthorized()
     try:
         count, version = unread.read(user_id)
     except RedisError as exc:
-        return _unavailable(exc)
+        return unavailable(exc)
     etag = f'"{version}.{count}"'
     headers = {"ETag": etag, "Cache-Control": "private, no-cache"}
     if etag in request.headers.get("If-None-Match", ""):
@@ -76,7 +52,7 @@ def unread_count(request):
         for name, value in headers.items():
             response[name] = value
         return response
-    return _json(200, {"unread": count}, headers)
+    return respond(200, {"unread": count}, headers)
 
 
 def session_user_id(request):
@@ -96,13 +72,13 @@ def items(request):
     """GET /api/inbox/?unread=1&kind=<kind>&before=<id>&limit=<n>: the user's items, newest first, not archived;
     "next" is the ``before`` of the next page (null on the last)."""
     if not request.user.is_authenticated:
-        return _unauthorized()
+        return unauthorized()
     try:
         limit = _int(request.GET.get("limit", DEFAULT_PAGE), "limit", 1, MAX_PAGE)
         before = request.GET.get("before")
         before = None if before in (None, "") else _int(before, "before", 1)
     except BadRequest as exc:
-        return _json(400, {"error": "invalid", "field": exc.field, "detail": exc.detail})
+        return invalid(exc)
     rows = InboxItem.objects.filter(user=request.user, archived_at__isnull=True)
     if request.GET.get("unread") in ("1", "true"):
         rows = rows.filter(read_at__isnull=True)
@@ -116,8 +92,8 @@ def items(request):
     try:
         count, _version = unread.read(request.user.pk)
     except RedisError as exc:
-        return _unavailable(exc)
-    return _json(
+        return unavailable(exc)
+    return respond(
         200, {"items": [item.as_json() for item in page], "next": page[-1].pk if more else None, "unread": count}
     )
 
@@ -137,19 +113,19 @@ def archive(request):
 
 def _change(request, field, allow_up_to):
     if not request.user.is_authenticated:
-        return _unauthorized()
+        return unauthorized()
     user_id = request.user.pk
     try:
         wait = take_from(keys.inbox_rate(user_id), CHANGE_RATE_PER_S, CHANGE_BURST)
     except RedisError as exc:
-        return _unavailable(exc)
+        return unavailable(exc)
     if wait:
         detail = f"at most {CHANGE_BURST} changes at once, then {CHANGE_RATE_PER_S} a second"
-        return _json(429, {"error": "rate_limited", "detail": detail}, {"Retry-After": str(math.ceil(wait))})
+        return respond(429, {"error": "rate_limited", "detail": detail}, {"Retry-After": str(math.ceil(wait))})
     try:
         which = _selection(request, allow_up_to)
     except BadRequest as exc:
-        return _json(400, {"error": "invalid", "field": exc.field, "detail": exc.detail})
+        return invalid(exc)
     # Read: the unread ones (an archived item is out of the count already); archive: the ones not archived yet.
     rows = InboxItem.objects.filter(which, user_id=user_id, read_at__isnull=True, archived_at__isnull=True)
     if field == "archived_at":
@@ -160,21 +136,14 @@ def _change(request, field, allow_up_to):
     try:
         count = unread.refresh(user_id)
     except RedisError as exc:
-        return _unavailable(exc)
-    return _json(200, {"changed": changed, "unread": count})
+        return unavailable(exc)
+    return respond(200, {"changed": changed, "unread": count})
 
 
 def _selection(request, allow_up_to):
-    if request.content_type != "application/json":
-        raise BadRequest("", "send JSON, as Content-Type: application/json")
-    if len(request.body) > BODY_LIMIT:
-        raise BadRequest("", f"the body is over {BODY_LIMIT} bytes")
-    try:
-        body = json.loads(request.body)
-    except ValueError as exc:
-        raise BadRequest("", f"the body is not valid JSON: {exc}") from None
+    body = read_object(request, BODY_LIMIT)
     fields = {"ids", "up_to"} if allow_up_to else {"ids"}
-    if not isinstance(body, dict) or len(body) != 1 or set(body) - fields:
+    if len(body) != 1 or set(body) - fields:
         raise BadRequest("", f"the body must be an object of exactly one of {sorted(fields)}")
     if "up_to" in body:
         return Q(pk__lte=_int(body["up_to"], "up_to", 1))

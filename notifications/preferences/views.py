@@ -7,16 +7,15 @@ nothing is saved. The rows are then written in bulk and the user's Redis mirror 
 may PUT PUT_BURST times at once and PUT_RATE_PER_S times a second after that (429 past it).
 """
 
-import json
 import math
 from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, OperationalError, transaction
-from django.http import JsonResponse
 from redis.exceptions import RedisError
 
 from notifications import preferences
+from notifications.json_api import BadRequest, invalid, read_object, respond, unauthorized, unavailable
 from notifications.preferences.models import NotificationSettings, Preference
 from pipeline.conf import sluice_settings
 from pipeline.redis import keys
@@ -30,14 +29,6 @@ PUT_BURST = 10
 PUT_RATE_PER_S = 0.2
 
 
-class BadRequest(Exception):
-    """A 400: the field it names, and why."""
-
-    def __init__(self, field, detail):
-        super().__init__(detail)
-        self.field, self.detail = field, detail
-
-
 @dataclass(frozen=True)
 class Replacement:
     """A checked PUT body: the rows to write, and the settings row's fields."""
@@ -49,48 +40,39 @@ class Replacement:
 def preferences_view(request):
     """GET: the user's preferences and what they mean per kind; PUT: replace them."""
     if not request.user.is_authenticated:
-        return _json(401, {"error": "unauthorized", "detail": "sign in first"})
+        return unauthorized()
     if request.method == "GET":
-        return _json(200, preferences.get(request.user))
+        return respond(200, preferences.get(request.user))
     if request.method != "PUT":
-        return _json(405, {"error": "method_not_allowed", "detail": "use GET or PUT"}, {"Allow": "GET, PUT"})
+        return respond(405, {"error": "method_not_allowed", "detail": "use GET or PUT"}, {"Allow": "GET, PUT"})
     user_id = request.user.pk
     try:
         wait = take_from(keys.preferences_rate(user_id), PUT_RATE_PER_S, PUT_BURST)
     except RedisError as exc:
-        return _unavailable(exc)
+        return unavailable(exc, "nothing was saved, retry")
     if wait:
         detail = f"at most {PUT_BURST} changes at once, then one every {1 / PUT_RATE_PER_S:g} s"
-        return _json(429, {"error": "rate_limited", "detail": detail}, {"Retry-After": str(math.ceil(wait))})
+        return respond(429, {"error": "rate_limited", "detail": detail}, {"Retry-After": str(math.ceil(wait))})
     try:
         replacement = _checked(user_id, _read(request))
     except BadRequest as exc:
-        return _json(400, {"error": "invalid", "field": exc.field, "detail": exc.detail})
+        return invalid(exc)
     try:
         with transaction.atomic(), preferences.replacing(user_id):
             _write(user_id, replacement)
     except RedisError as exc:
-        return _unavailable(exc)
+        return unavailable(exc, "nothing was saved, retry")
     except IntegrityError:
         # Another request changed the same user's preferences at the same moment (the user row's lock keeps
         # PostgreSQL's in line; a database without row locks may still collide): nothing of this one was saved.
-        return _json(409, {"error": "conflict", "detail": "changed by another request at the same time; retry"})
+        return respond(409, {"error": "conflict", "detail": "changed by another request at the same time; retry"})
     except OperationalError:
-        return _json(503, {"error": "busy", "detail": "the database is busy; nothing was saved, retry"})
-    return _json(200, preferences.get(request.user))
+        return respond(503, {"error": "busy", "detail": "the database is busy; nothing was saved, retry"})
+    return respond(200, preferences.get(request.user))
 
 
 def _read(request):
-    if request.content_type != "application/json":
-        raise BadRequest("", "send JSON, as Content-Type: application/json")
-    if len(request.body) > BODY_LIMIT:
-        raise BadRequest("", f"the body is over {BODY_LIMIT} bytes")
-    try:
-        body = json.loads(request.body)
-    except ValueError as exc:
-        raise BadRequest("", f"the body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise BadRequest("", "the body must be a JSON object")
+    body = read_object(request, BODY_LIMIT)
     unknown = set(body) - FIELDS
     if unknown:
         raise BadRequest(sorted(unknown)[0], f"unknown field; the fields are {sorted(FIELDS)}")
@@ -169,15 +151,3 @@ def _checking(where, check):
         renamed = {"timezone": "timezone", "digest_at": "digest_at", "cadence": "cadence"}
         name = renamed.get(field, f"{where}.{field}" if field else where)
         raise BadRequest(name, "; ".join(messages)) from None
-
-
-def _unavailable(exc):
-    detail = f"Redis is unavailable ({type(exc).__name__}); nothing was saved, retry"
-    return _json(503, {"error": "unavailable", "detail": detail}, {"Retry-After": "5"})
-
-
-def _json(status, body, headers=None):
-    response = JsonResponse(body, status=status)
-    for name, value in (headers or {}).items():
-        response[name] = value
-    return response

@@ -3,6 +3,7 @@
 from prometheus_client.core import CounterMetricFamily
 
 from pipeline.metrics import INBOX_PRUNED, INBOX_READS
+from pipeline.observe.families import labelled
 
 # Counter fields "<prefix>:<label>:<label>" -> (family, help, label names).
 FAMILIES = {
@@ -21,15 +22,7 @@ FAMILIES = {
 
 def collect(counters):
     """Yield the inbox's metric families from the counters."""
-    families = {
-        prefix: CounterMetricFamily(name, text, labels=labels) for prefix, (name, text, labels) in FAMILIES.items()
-    }
-    for field, value in sorted(counters.items()):
-        parts = field.split(":")
-        family = families.get(parts[0])
-        if family is not None and len(parts) == len(FAMILIES[parts[0]][2]) + 1:
-            family.add_metric(parts[1:], value)
-    yield from families.values()
+    yield from labelled(FAMILIES, counters)
     reads = CounterMetricFamily("sluice_inbox_reads", "Inbox items marked read through the inbox API")
     reads.add_metric([], counters.get(INBOX_READS, 0))
     pruned = CounterMetricFamily("sluice_inbox_pruned", "Inbox items deleted past max_items or retention_days")

@@ -4,6 +4,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from pipeline.breaker import states
 from pipeline.metrics import DELIVERY_PRUNED, DELIVERY_UNMATCHED
+from pipeline.observe.families import labelled
 
 # Counter fields "<prefix>:<label>:<label>:<label>" -> (family, help, label names).
 FAMILIES = {
@@ -43,15 +44,7 @@ def collect(client, counters):
         state.add_metric([provider.channel, provider.provider], provider.state_value)
         forced.add_metric([provider.channel, provider.provider], 1 if provider.forced else 0)
     yield from (state, forced)
-    families = {
-        prefix: CounterMetricFamily(name, text, labels=labels) for prefix, (name, text, labels) in FAMILIES.items()
-    }
-    for field, value in sorted(counters.items()):
-        parts = field.split(":")
-        family = families.get(parts[0])
-        if family is not None and len(parts) == len(FAMILIES[parts[0]][2]) + 1:
-            family.add_metric(parts[1:], value)
-    yield from families.values()
+    yield from labelled(FAMILIES, counters)
     unmatched = CounterMetricFamily(
         "sluice_delivery_events_unmatched", "Provider status events that matched no delivery record"
     )

@@ -54,20 +54,22 @@ def pause_in_fetch(source):
 
 
 class Producer(threading.Thread):
-    """notify() at about RATE_PER_S, one new entity per event, remembering every accepted one."""
+    """notify() at about RATE_PER_S, one new entity per event, remembering every accepted one: ``first`` for a
+    ``share`` of the events, ``second`` for the rest."""
 
-    def __init__(self, seed):
+    def __init__(self, seed, first="meeting.reminder", second="task.comment", share=0.3):
         super().__init__(daemon=True)
         self.stop = threading.Event()
         self.accepted, self.other = [], Counter()
         self.rng = random.Random(seed)
+        self.first, self.second, self.share = first, second, share
 
     def run(self):
         user = get_user_model()(pk=1)
         seq = 0
         while not self.stop.is_set():
             seq += 1
-            kind = "meeting.reminder" if self.rng.random() < 0.3 else "task.comment"
+            kind = self.first if self.rng.random() < self.share else self.second
             outcome = str(notify(user, kind, entity_id=f"e{seq}", payload={"t0": time.time()}))
             if outcome == "accepted":
                 self.accepted.append(f"e{seq}")

@@ -9,21 +9,15 @@ would start them.
 
 import json
 import os
-import random
 import signal
-import threading
 import time
-from collections import Counter
 
-from django.contrib.auth import get_user_model
-
-from notifications import notify
 from pipeline import reaper
 from pipeline.connections import get_redis
 from pipeline.redis import keys
 
 from ..processes import WorkerProcess
-from .kills import summarize
+from .kills import Producer, summarize
 from .provider import sent_records
 
 PROVIDER = "sluice_tools.bench.provider.SimulatedProvider"
@@ -35,33 +29,9 @@ QUEUES = ("routine", "background")
 DEAD_AFTER_S = 5
 # A send killed mid-way leaves its claim until it expires; the claim follows the visibility timeout.
 VISIBILITY_S = 10
-RATE_PER_S = 120
 # Slow sends before the kill, so every pod's slots are inside batches when it dies.
 BUSY_LATENCY_MS = 1000
 SLOTS = 2
-
-
-class Producer(threading.Thread):
-    """notify() at about RATE_PER_S, routine and background alike, one new entity per event."""
-
-    def __init__(self, seed):
-        super().__init__(daemon=True)
-        self.stop = threading.Event()
-        self.accepted, self.other = [], Counter()
-        self.rng = random.Random(seed)
-
-    def run(self):
-        user = get_user_model()(pk=1)
-        seq = 0
-        while not self.stop.is_set():
-            seq += 1
-            kind = "task.comment" if self.rng.random() < 0.5 else "board.updated"
-            outcome = str(notify(user, kind, entity_id=f"e{seq}", payload={"t0": time.time()}))
-            if outcome == "accepted":
-                self.accepted.append(f"e{seq}")
-            else:
-                self.other[outcome] += 1
-            time.sleep(1 / RATE_PER_S)
 
 
 def start_pod(klass, redis_url, env, latency_ms):
@@ -136,7 +106,7 @@ def run(redis_url, pods, seed, stdout):
         victims = [start_pod(QUEUES[n % 2], redis_url, env, BUSY_LATENCY_MS) for n in range(pods)]
         survivors = [start_pod(klass, redis_url, env, BUSY_LATENCY_MS) for klass in QUEUES]
         everyone = victims + survivors
-        producer = Producer(seed)
+        producer = Producer(seed, first="task.comment", second="board.updated", share=0.5)
         began = time.time()
         try:
             ready(client, everyone)
