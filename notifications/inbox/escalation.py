@@ -16,6 +16,7 @@ import uuid
 
 from django.utils import timezone
 
+from digest.admission_wire import decode_plan, plan_field
 from notifications.inbox.models import InboxItem
 from pipeline import metrics
 from pipeline.bounded_push import PUSHED, push
@@ -113,8 +114,9 @@ def _allowed(kind, user_id):
     """The escalation's channels the user has not turned off for this kind (their mirrored plan, or the kind's
     default); a channel the user takes as a digest is sent on its own here (docs/inbox.md)."""
     _after_s, channels = kind.escalate
-    plan = class_redis(kind.klass).hget(keys.preferences(user_id), f"k:{kind.name}")
-    plan = plan.decode() if plan is not None and not kind.mandatory else default_plan(kind)
-    instant, digest, _strict = plan.split("|")
-    on = set(filter(None, instant.split(","))) | set(filter(None, digest.split(",")))
+    plan = class_redis(kind.klass).hget(keys.preferences(user_id), plan_field(kind.name))
+    instant, digest, _strict = decode_plan(
+        plan.decode() if plan is not None and not kind.mandatory else default_plan(kind)
+    )
+    on = {*instant, *digest}
     return [channel for channel in channels if channel in on or channel not in kind.channels]
