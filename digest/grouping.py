@@ -17,6 +17,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from pipeline.conf_inbox import INBOX_BACKEND
 from pipeline.message import event_kwargs_json, send_message
 
 # What the listed items' payloads may add up to in one digest message; past it, items are listed without their
@@ -86,7 +87,7 @@ def plan(group, conf):
     buckets = {}
     for fold in group.folds:
         kind = conf.kinds.get(fold.kind)
-        if group.klass != "routine" or kind is None or kind.digest_group == "entity":
+        if group.klass != "routine" or kind is None or kind.digest_group == "entity" or _inbox_only(kind, conf):
             parts.append(Part([fold]))
             continue
         bucket = "" if kind.digest_group == "user" or fold.grain == "user" else kind.name
@@ -101,6 +102,12 @@ def plan(group, conf):
                 by_channel.setdefault(channel, []).append(fold)
         parts.extend(Part(listed, bucket, channel) for channel, listed in sorted(by_channel.items()))
     return parts
+
+
+def _inbox_only(kind, conf):
+    """Whether every channel of ``kind`` is an inbox: the inbox folds by entity itself (one unread item per user,
+    kind and entity), so its folds keep one message per key rather than a user's digest."""
+    return all(getattr(conf.channels.get(name), "backend", None) == INBOX_BACKEND for name in kind.channels)
 
 
 @dataclass(frozen=True)

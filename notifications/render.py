@@ -1,5 +1,8 @@
 """Render a kind's Django template into a subject (its first line) and a body (the rest)."""
 
+import logging
+
+from django.db import DatabaseError
 from django.template import engines
 from django.template.backends.django import Template as DjangoTemplate
 from django.template.context import make_context
@@ -7,6 +10,8 @@ from django.template.loader import select_template
 from django.utils.functional import SimpleLazyObject
 
 from pipeline.text import single_line
+
+logger = logging.getLogger("sluice.send")
 
 DEFAULT_TEMPLATE = "sluice/default.txt"
 DEFAULT_DIGEST_TEMPLATE = "sluice/digest/default.txt"
@@ -60,11 +65,16 @@ def _render(template, context):
 
 def recipient(user_id):
     """The recipient user for a template's context (``{{ user.first_name }}``), loaded from the database only when
-    the template uses it; None when the user is gone."""
+    the template uses it; None when the user is gone, or the database cannot be read."""
 
     def load():
         from django.contrib.auth import get_user_model
 
-        return get_user_model()._default_manager.filter(pk=user_id).first()
+        try:
+            return get_user_model()._default_manager.filter(pk=user_id).first()
+        except DatabaseError as exc:
+            # Sending needs Redis, not the database: a greeting is not worth holding a send back for.
+            logger.warning("the recipient of a message could not be loaded (%s); its template gets no user", exc)
+            return None
 
     return SimpleLazyObject(load)

@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 
 from digest.flush import run_flush
 from notifications import Rejected, notify
+from pipeline.conf import sluice_settings
 from pipeline.depth import snapshot
 from pipeline.redis import keys
 from sluice_tools.bench.provider import SENT_KEY, sent_records
@@ -55,7 +56,7 @@ def test_every_event_is_accounted_for_exactly_once(redis_client, redis_server, s
     ]
     for worker in workers:
         worker.ready_text = None
-    outcomes = Counter()
+    outcomes, folded_by_kind = Counter(), Counter()
     try:
         for worker in workers:
             worker.start()
@@ -63,9 +64,11 @@ def test_every_event_is_accounted_for_exactly_once(redis_client, redis_server, s
         users = {pk: get_user_model()(pk=pk) for pk in range(1, 51)}
         for _i, klass, kind, user, entity in events():
             try:
-                outcomes[klass, str(notify(users[user], kind, entity_id=entity))] += 1
+                outcome = str(notify(users[user], kind, entity_id=entity))
             except Rejected:
-                outcomes[klass, "rejected"] += 1
+                outcome = "rejected"
+            outcomes[klass, outcome] += 1
+            folded_by_kind[kind] += outcome in ("folded", "collapsed")
         deadline = time.monotonic() + 240
         settled = 0
         while time.monotonic() < deadline and settled < 3:
@@ -83,17 +86,26 @@ def test_every_event_is_accounted_for_exactly_once(redis_client, redis_server, s
     assert sum(q["depth"] for q in snapshot().values()) == 0, "messages left in the queues"
     by_id = {r["id"]: r for r in sent_records(redis_client)}  # one record per notification, any channel
     delivered = Counter((r["class"], "digest" if r["id"].startswith("digest-") else "single") for r in by_id.values())
-    folded_events = Counter()
-    for record in by_id.values():
+    # A user's digest is one message per channel (issue 28): each channel's digests carry every folded event of the
+    # kinds that send on it, once.
+    digest_events = Counter()
+    for record in {(r["id"], r["channel"]): r for r in sent_records(redis_client)}.values():
         if record["id"].startswith("digest-"):
-            folded_events[record["class"]] += record["count"]
+            digest_events[record["class"], record["channel"]] += record["count"]
+    folded_on = Counter()
+    for klass, kind, _n in MIX:
+        for channel in sluice_settings().kinds[kind].channels:
+            folded_on[klass, channel] += folded_by_kind[kind]
     for klass, total in Counter(k for k, _kind, n in MIX for _ in range(n)).items():
         accepted = outcomes[klass, "accepted"]
         folded = outcomes[klass, "folded"] + outcomes[klass, "collapsed"]
         rejected = outcomes[klass, "rejected"]
         assert accepted + folded + rejected == total, klass
         assert delivered[klass, "single"] == accepted, klass
-        assert folded_events[klass] == folded, klass
+        channels = {c for k, kind, _n in MIX if k == klass for c in sluice_settings().kinds[kind].channels}
+        for channel in channels:
+            assert digest_events[klass, channel] == folded_on[klass, channel], (klass, channel)
+        assert folded == sum(folded_by_kind[kind] for k, kind, _n in MIX if k == klass), klass
     assert outcomes["routine", "folded"] > 0
     assert outcomes["background", "collapsed"] > 0
     assert outcomes["critical", "rejected"] > 0

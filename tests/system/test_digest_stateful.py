@@ -48,7 +48,7 @@ class FoldAndFlush(RuleBasedStateMachine):
         if members:
             [claimed] = fold_store.read_claimed(flush_id, [data.draw(st.sampled_from(members))])
             queue = sluice_settings().queues["routine"]
-            message = _message(flush_id, claimed, "routine", "routine", ("email",))
+            message = _message(flush_id, claimed, klass="routine", queue_name="routine", conf=sluice_settings())
             fold_store.publish_claimed(flush_id, claimed, queue, message, "x")
         fold_store.release(flush_id)
 
