@@ -1,6 +1,7 @@
 """One digest per user, end to end with a real worker and Redis: a daily cadence's 30 changed entities of 3 kinds
 arrive as one email listing 20 groups and "10 more"; a user on instant gets theirs at once; an SMS kind stays out of
-the email."""
+the email. In the system tier: its 467 notify() calls and a real worker took 4 to 10 s on a loaded machine, at the
+fast tiers' budget."""
 
 import re
 import time
@@ -45,8 +46,9 @@ def test_a_daily_cadence_gets_one_email_listing_20_groups_and_10_more(worker, dj
     daily = django_user_model.objects.create_user("daily", email="daily@example.com", first_name="Ada")
     instant = django_user_model.objects.create_user("instant", email="instant@example.com")
     preferences.set_cadence(daily, "daily", "08:30")
-    # The next tick, brought to the next seconds: waiting for 08:30 is not a test.
-    tick = time.time() + 3
+    # The next tick a minute away, so every event below is held however slow the machine; brought forward below
+    # once they all are: waiting for 08:30 is not a test.
+    tick = time.time() + 60
     redis_client.hset(keys.preferences(daily.pk), "c", str(int(tick)))
     redis_client.set(keys.preferences_rebuilt(), 1)  # no rebuild puts the real tick back meanwhile
     expected = {}
@@ -64,7 +66,8 @@ def test_a_daily_cadence_gets_one_email_listing_20_groups_and_10_more(worker, dj
     run_flush("test")
     assert not [m for m in worker if m.user_id == daily.pk], "the daily digest went out before its tick"
 
-    wait_for(lambda: time.time() > tick, timeout=5, what="the tick")
+    # The tick comes: every held fold of the daily user is due now.
+    redis_client.zadd(keys.pending(), dict.fromkeys(redis_client.zrange(keys.pending(), 0, -1), time.time()), xx=True)
     wait_for(lambda: run_flush("test") is not None and len([m for m in worker if m.user_id == daily.pk]) == 2)
     wait_for(lambda: settled("routine"), what="every send finished")
     mine = [m for m in worker if m.user_id == daily.pk]
