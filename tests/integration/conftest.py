@@ -1,4 +1,4 @@
 """tests/integration: real Redis servers, in-process or subprocess workers, real SMTP; each test within the 10 s
 budget (tests/budget.py)."""
 
-from tests.budget import pytest_runtest_makereport  # noqa: F401  (pytest takes the hook from this module)
+from tests.budget import pytest_runtest_call, pytest_runtest_makereport  # noqa: F401  (pytest takes the hooks from here)
