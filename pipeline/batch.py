@@ -17,6 +17,7 @@ import uuid
 
 from pipeline import reaper
 from pipeline.connections import class_redis, get_redis, script, shared_redis
+from pipeline.gate import partition_of
 from pipeline.redis import keys
 
 from .conf import CLASSES, sluice_settings
@@ -144,13 +145,14 @@ def share_of_margin(queue, klass):
     return max(0, (queue.ceiling - queue.capacity) // PROFILES[klass].concurrency)
 
 
-def critical_active(channel, partition=""):
-    """True while a critical send waits on ``channel``'s gate (its partition's, or the whole channel's room), or
-    within its hold window after the last one: a batch then gives back the messages it has not started."""
+def critical_active(channel, payload=None):
+    """True while a critical send waits on ``channel``'s gate (the partition of a send with ``payload``, or the
+    whole channel's room), or within its hold window after the last one: a batch then gives back the messages it
+    has not started."""
     gate = sluice_settings().channels[channel].gate
     if gate is None or not sluice_settings().gate_enabled:
         return False
-    state, waiting, _active = keys.gate(channel, partition)
+    state, waiting, _active = keys.gate(channel, partition_of(gate, payload))
     pipe = shared_redis().pipeline(transaction=True)
     # The waiter that expires last: any live one means a critical send is waiting now.
     pipe.time().hget(state, "cl").zrange(waiting, -1, -1, withscores=True)

@@ -24,7 +24,7 @@ DEFAULT_QUEUE = {"capacity": 2048, "wait_ms": 0}
 # How long one attempt of one channel's send may take, every provider of a failover included. Critical is
 # short: a reminder that waits ten seconds on a provider is better sent through the next one, or retried.
 DEFAULT_SEND_BUDGET_S = {"critical": 10, "routine": 30, "background": 30}
-# The send claim (notifications.delivery.claims.CLAIM_TTL_S, 120 s) must outlive the attempt it guards.
+# The send claim (pipeline.send_claims.CLAIM_TTL_S, 120 s) must outlive the attempt it guards.
 MAX_SEND_BUDGET_S = 120
 DEFAULT_DIGEST = {"flush_interval_s": 60, "max_keys": 200, "max_items": 20}
 # A user's digest lists at most this many groups, whatever SLUICE_DIGEST["max_items"] says: the message's size

@@ -10,10 +10,10 @@ import logging
 import time
 
 from notifications.delivery import expiry
-from notifications.delivery.claims import describe
 from pipeline import deadletters
 from pipeline.conf import sluice_settings
 from pipeline.republish import republish
+from pipeline.send_claims import describe
 
 logger = logging.getLogger("sluice.send")
 

@@ -2,7 +2,7 @@
 
 Message by message and in order, each channel's send passes the same rules: expiry (never sent late), the send claim
 (once per notification and channel) and the channel's gate (per message, never per batch), both in one round trip
-when they share a Redis (notifications.delivery.claims.gated_claim), the send's deadline, the providers
+when they share a Redis (pipeline.send_claims.gated_claim), the send's deadline, the providers
 (notifications.delivery.failover, one call for the claimed sends of a channel that sends in bulk), and its end (marked
 sent and counted). Each message then ends on its own (notifications.delivery.endings): done, retried, back at the end
 of its queue, dead-lettered, or requeued. When the gate does not grant a send at once, the sends waiting go out
@@ -17,12 +17,12 @@ from contextlib import ExitStack
 from notifications import user_digest
 from notifications.channels.base import Message, PermanentSendError
 from notifications.delivery import endings, expiry, failover
-from notifications.delivery.claims import ClaimedElsewhere, claim_ttl, describe, gated_claim, record_end
 from notifications.delivery.endings import Ended
 from notifications.render import recipient, render
 from pipeline import batch as fetch
 from pipeline import gate, metrics
 from pipeline.conf import sluice_settings
+from pipeline.send_claims import ClaimedElsewhere, claim_ttl, describe, gated_claim, record_end
 
 logger = logging.getLogger("sluice.send")
 
@@ -145,10 +145,7 @@ class Batch:
                 pass
             # Whatever holds the gate, the sends already claimed do not wait with this one.
             self.flush()
-            channel_gate = sluice_settings().channels[message.channel].gate
-            if self.can_give_back(index) and fetch.critical_active(
-                message.channel, gate.partition_of(channel_gate, message.payload)
-            ):
+            if self.can_give_back(index) and fetch.critical_active(message.channel, message.payload):
                 self.critical_seen = True
                 self.give_back_after(index)
         return self.slots.enter_context(gated_claim(message, published_at, max_wait_s=gate_wait(message)))
