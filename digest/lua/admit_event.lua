@@ -26,7 +26,7 @@
 -- a new key takes the finest grain the store's bound allows (include/fold.lua).
 --
 --! include depth
--- depth(first): the summed lengths of KEYS[first..#KEYS] (pipeline/lua/include/depth.lua)
+-- depth(lists, first): the summed lengths of lists[first..#lists] (pipeline/lua/include/depth.lua)
 --! include wire
 -- read_request, encode_reply, split, decode_plan (include/wire.lua)
 --! include fold
@@ -95,7 +95,7 @@ if #instant > 0 then
     end
   end
   if hold == '' then
-    local d = depth(queue_keys)
+    local d = depth(KEYS, queue_keys)
     if d >= c.ceiling then
       return encode_reply({outcome = 'ceiling', instant = instant_text})
     end

@@ -6,7 +6,7 @@
 -- ARGV[2]   the most messages to move in one call
 -- Returns   how many moved
 --! include depth
-local d = depth(2)
+local d = depth(KEYS, 2)
 local moved = 0
 while d < tonumber(ARGV[1]) and moved < tonumber(ARGV[2]) do
   local message = redis.call('LPOP', KEYS[1])

@@ -19,7 +19,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('SREM', KEYS[2], ARGV[2])
   return -1
 end
-if depth(5) >= tonumber(ARGV[1]) then
+if depth(KEYS, 5) >= tonumber(ARGV[1]) then
   return 0
 end
 redis.call('RPUSH', KEYS[5], ARGV[3])

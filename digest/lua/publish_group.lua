@@ -32,7 +32,7 @@ if #held == 0 then
   return -1
 end
 -- Room for every message of the step; an empty queue takes any step, so one larger than the queue still goes out.
-local d = depth(4)
+local d = depth(KEYS, 4)
 if d > 0 and d + (#ARGV - at - 3) > tonumber(ARGV[2]) then
   return 0
 end

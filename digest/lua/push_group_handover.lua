@@ -26,7 +26,7 @@ for i = 9, 8 + n do
   end
 end
 -- Room for every message of the step; an empty queue takes any step, so one larger than the queue still goes out.
-local d = depth(3)
+local d = depth(KEYS, 3)
 if d > 0 and d + (#ARGV - 8 - n) > tonumber(ARGV[1]) then
   return 0
 end

@@ -16,7 +16,7 @@
 if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
   return -1
 end
-if depth(3) >= tonumber(ARGV[1]) then
+if depth(KEYS, 3) >= tonumber(ARGV[1]) then
   return 0
 end
 redis.call('RPUSH', KEYS[3], ARGV[3])

@@ -8,8 +8,8 @@
 -- ARGV[4]   the counter field to increment when the message is admitted
 -- Returns   1 pushed; 0 full; -1 at the ceiling (one integer: the hot path parses the least it can)
 --! include depth
--- depth(first): the summed lengths of KEYS[first..#KEYS] (include/depth.lua)
-local d = depth(2)
+-- depth(lists, first): the summed lengths of lists[first..#lists] (include/depth.lua)
+local d = depth(KEYS, 2)
 if d >= tonumber(ARGV[2]) then
   return -1
 end

@@ -5,7 +5,7 @@
 -- ARGV[2]   the message
 -- Returns   the depth after the push, or -1 when the queue is at its ceiling and nothing was pushed
 --! include depth
-local d = depth(2)
+local d = depth(KEYS, 2)
 if d >= tonumber(ARGV[1]) then
   return -1
 end

@@ -17,7 +17,7 @@ if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then
   return -1
 end
 local queue = 4 + tonumber(ARGV[5])
-if depth(queue) >= tonumber(ARGV[2]) then
+if depth(KEYS, queue) >= tonumber(ARGV[2]) then
   return 0
 end
 redis.call('LPUSH', KEYS[queue], ARGV[3])
