@@ -217,14 +217,16 @@ def _unclaim(flush_id, members, client):
         fold_store.unclaim(flush_id, member, client)
 
 
-def _message(flush_id, fold, *, klass, queue_name, conf):
-    """A fold's own digest message (one per fold key), rendered with its kind's digest template."""
+def _message(flush_id, fold, *, klass, queue_name, conf, channels=None):
+    """A fold's own digest message (one per fold key), rendered with its kind's digest template; on ``channels``
+    only when given (its inboxes, when its other channels list it in the user's digest: digest.grouping)."""
     kind = conf.kinds.get(fold.kind)
     kind_channels = kind.channels if kind else ()
     notification_id = fold.notification_id(flush_id)
     extra = {"count": fold.count, "first_seen": fold.first_seen, "last_seen": fold.last_seen}
-    if fold.channels and set(fold.channels) != set(kind_channels):
-        extra["channels"] = list(fold.channels)  # the channels its events asked for (a user's choices)
+    channels = channels or fold.channels
+    if channels and set(channels) != set(kind_channels):
+        extra["channels"] = list(channels)  # the channels its events asked for (a user's choices), or its inboxes
     if fold.grain != "entity":
         # Up to 100 distinct entities are remembered; past that the count reads "100+".
         extra.update(grain=fold.grain, entities=fold.entities if fold.entities <= 100 else "100+", kinds=fold.kinds)

@@ -74,20 +74,30 @@ class Outgoing:
 
 @dataclass(frozen=True)
 class Part:
-    """One message of a group's plan: a fold's own (``bucket`` None), or a digest of ``folds`` on ``channel``."""
+    """One message of a group's plan: a fold's own (``bucket`` None), or a digest of ``folds`` on ``channel``.
+
+    A fold's own message on ``inboxes`` only (its kind's inbox channels) goes out with the user's digests, in their
+    step: the fold is listed in a digest on its other channels, and its key is released once both went out."""
 
     folds: list
     bucket: str | None = None
     channel: str | None = None
+    inboxes: tuple = ()
 
 
 def plan(group, conf):
-    """What ``group`` sends: its Parts, in a stable order (a takeover rebuilds the same messages and ids)."""
+    """What ``group`` sends: its Parts, in a stable order (a takeover rebuilds the same messages and ids).
+
+    The inbox folds by entity itself (one unread item per user, kind and entity), so a fold never rides in a
+    user's digest on an inbox channel: a kind sent only to inboxes keeps one message per key, and a kind sent to
+    an inbox and to other channels is listed in the digest on the others and sent on its own to the inbox."""
     parts = []
     buckets = {}
     for fold in group.folds:
         kind = conf.kinds.get(fold.kind)
-        if group.klass != "routine" or kind is None or kind.digest_group == "entity" or _inbox_only(kind, conf):
+        channels = fold.channels or (kind.channels if kind else ())
+        only_inboxes = len(_inboxes(channels, conf)) == len(channels)
+        if group.klass != "routine" or kind is None or kind.digest_group == "entity" or only_inboxes:
             parts.append(Part([fold]))
             continue
         bucket = "" if kind.digest_group == "user" or fold.grain == "user" else kind.name
@@ -98,16 +108,20 @@ def plan(group, conf):
             continue
         by_channel = {}
         for fold in folds:
-            for channel in fold.channels or conf.kinds[fold.kind].channels:
-                by_channel.setdefault(channel, []).append(fold)
+            channels = fold.channels or conf.kinds[fold.kind].channels
+            inboxes = _inboxes(channels, conf)
+            if inboxes:
+                parts.append(Part([fold], inboxes=inboxes))
+            for channel in channels:
+                if channel not in inboxes:
+                    by_channel.setdefault(channel, []).append(fold)
         parts.extend(Part(listed, bucket, channel) for channel, listed in sorted(by_channel.items()))
     return parts
 
 
-def _inbox_only(kind, conf):
-    """Whether every channel of ``kind`` is an inbox: the inbox folds by entity itself (one unread item per user,
-    kind and entity), so its folds keep one message per key rather than a user's digest."""
-    return all(getattr(conf.channels.get(name), "backend", None) == INBOX_BACKEND for name in kind.channels)
+def _inboxes(channels, conf):
+    """The inbox channels among ``channels``, in their order."""
+    return tuple(name for name in channels if getattr(conf.channels.get(name), "backend", None) == INBOX_BACKEND)
 
 
 @dataclass(frozen=True)
@@ -123,9 +137,11 @@ def steps_of(flush_id, group, queue_name, conf, single):
     """The publish steps of ``group``: each fold's own message alone with its key (``single(fold)`` builds it, one
     message per key as before), and the user's digests, one per channel, together with every key they list (a fold
     listed on two channels is released once both went out). Each step needs room for its messages only."""
-    steps, digests = [], []
+    steps, digests, beside = [], [], []
     for part in plan(group, conf):
-        if part.bucket is None:
+        if part.inboxes:
+            beside.append(part)
+        elif part.bucket is None:
             fold = part.folds[0]
             steps.append(Step([fold.member], fold.member, [Outgoing(single(fold), fold.count)]))
         else:
@@ -133,6 +149,7 @@ def steps_of(flush_id, group, queue_name, conf, single):
     if digests:
         members = sorted({fold.member for part in digests for fold in part.folds})
         outgoing = [_digest_message(flush_id, group, part, queue_name, conf) for part in digests]
+        outgoing += [Outgoing(single(part.folds[0], channels=part.inboxes), 0) for part in beside]
         steps.append(Step(members, group.mark, outgoing))
     return steps
 
