@@ -20,7 +20,8 @@ from digest import admission_wire as wire
 from digest.admission import admit_event
 from digest.flush import enqueue_size_flush
 from pipeline.bounded_push import PUSHED, count_rejection, opens_burst, push
-from pipeline.conf import Kind, sluice_settings
+from pipeline.conf import sluice_settings
+from pipeline.conf_kinds import Kind
 from pipeline.depth import depth, drain_rate
 from pipeline.message import event_kwargs_json, send_message
 from pipeline.redis.addresses import describe

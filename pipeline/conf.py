@@ -1,6 +1,5 @@
 """The one resolver for SLUICE_ settings: read, validate, and cache them as plain objects."""
 
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -9,16 +8,14 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from pipeline import conf_inbox, conf_providers
+from pipeline import conf_channels, conf_inbox, conf_kinds
 from pipeline.redis import addresses
 
+from .conf_kinds import CLASSES
 from .conf_providers import BreakerConfig, ProviderConfig  # noqa: F401 - the resolver's types
+from .validate import flag as _flag
 from .validate import mapping as _mapping
 from .validate import positive_int as _positive_int
-
-CLASSES = ("critical", "routine", "background")
-# Kind and channel names travel inside Redis keys, Lua arguments and JSON: plain characters only.
-NAME = re.compile(r"[\w.:-]{1,100}")
 
 DEFAULT_QUEUE = {"capacity": 2048, "wait_ms": 0}
 # How long one attempt of one channel's send may take, every provider of a failover included. Critical is
@@ -57,83 +54,6 @@ class QueueConfig:
     redis_url: str = ""
     # The most messages one send task takes from the queue and handles together (notifications.delivery.engine).
     batch: int = 1
-
-
-MODES = ("instant", "digest", "off")
-
-
-@dataclass(frozen=True)
-class Throttle:
-    """At most ``max`` events of a kind per user in any ``per_s`` seconds; the rest fold into the digest."""
-
-    max: int
-    per_s: int
-
-
-@dataclass(frozen=True)
-class Kind:
-    """What a kind of event is: its class, its channels, its templates, and what its users may choose."""
-
-    name: str
-    klass: str
-    channels: tuple
-    template: str
-    digest_template: str
-    # A group of kinds a user can set at once ("tasks", "meetings"); "" for none.
-    category: str = ""
-    # The mode of a user who set nothing: "instant" (sent on its own, folded only when the queue is full) or
-    # "digest" (always folded).
-    default_mode: str = "instant"
-    # A user cannot turn it off nor into a digest (a sign-in code); quiet hours, cadence and throttle never hold it.
-    mandatory: bool = False
-    throttle: Throttle | None = None
-    # A message of this kind not sent within this many seconds of its event is never sent (a sign-in code).
-    expires_after_s: int | None = None
-    # How its folds go out at a flush: "user" (the default) inside the user's one digest per channel, "kind" in a
-    # digest of their own per user and kind, "entity" one message per fold key (digest.grouping).
-    digest_group: str = "user"
-    # A link to one entity, in its digest and its inbox item ("https://app.example.com/tasks/{entity_id}"): a
-    # template of entity_id, kind and top-level payload fields; "" for none.
-    url: str = ""
-    # (after_s, channels) when an inbox item still unread after after_s is sent on those channels once
-    # (notifications.inbox.escalation).
-    escalate: tuple | None = None
-
-
-@dataclass(frozen=True)
-class GateConfig:
-    """A shared channel's limits, enforced across every worker by pipeline.gate."""
-
-    rate_per_s: float | None
-    burst: int
-    concurrency: int | None
-    # After the last critical send, lower classes keep waiting this long, so they cannot slip in
-    # between two critical sends that come a moment apart ("flicker").
-    hold_ms: int
-    # Routine's guaranteed share of the channel's sends, even under continuous critical load.
-    routine_min_share: float
-    # A payload field whose value gets its own limits, such as a brand or a tenant.
-    partition_by: str | None
-    # How long a routine or background send waits for the channel before its message goes back to the
-    # end of its queue, freeing the worker for sends on other channels.
-    max_wait_ms: int
-    # Each partition's own limits (by default the channel's). The channel's limits always hold for the whole
-    # channel too, so distinct partition values never add up to more than the provider allows.
-    partition_rate_per_s: float | None = None
-    partition_burst: int | None = None
-    partition_concurrency: int | None = None
-
-
-@dataclass(frozen=True)
-class ChannelConfig:
-    """A delivery channel: a dotted-path backend, its options, and its limits (if any)."""
-
-    name: str
-    backend: str
-    options: dict = field(default_factory=dict)
-    gate: GateConfig | None = None
-    # Ordered providers to fail over between (pipeline.breaker); empty for a channel with one ``backend``.
-    providers: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -221,196 +141,6 @@ def _batch(klass, value, setting):
     return batch
 
 
-def _channels(raw):
-    channels = {}
-    for name, conf in _mapping(raw, "SLUICE_CHANNELS").items():
-        setting = f"SLUICE_CHANNELS['{name}']"
-        if not isinstance(name, str) or not NAME.fullmatch(name):
-            raise ImproperlyConfigured(f"SLUICE_CHANNELS has a bad channel name {name!r}: letters, digits and . _ : -")
-        conf = _mapping(conf, setting)
-        if "providers" in conf:
-            if "backend" in conf or "options" in conf:
-                raise ImproperlyConfigured(f"{setting} takes either 'backend' (and 'options') or 'providers', not both")
-            providers = conf_providers.providers(conf["providers"], conf.get("breaker", {}), setting)
-            backend, options = "", {}
-        else:
-            if "breaker" in conf:
-                raise ImproperlyConfigured(f"{setting}['breaker'] needs 'providers': a breaker guards providers")
-            backend = conf_providers.backend_path(conf.get("backend"), f"{setting}['backend']")
-            options, providers = _mapping(conf.get("options", {}), f"{setting}['options']"), ()
-        extra = set(conf) - {"backend", "options", "providers", "breaker", *GATE_KEYS}
-        if extra:
-            raise ImproperlyConfigured(f"{setting} has unknown keys {sorted(extra)}")
-        channels[name] = ChannelConfig(
-            name=name, backend=backend, options=dict(options), gate=_gate(conf, setting), providers=providers
-        )
-    return channels
-
-
-GATE_KEYS = (
-    "rate_per_s",
-    "burst",
-    "concurrency",
-    "hold_ms",
-    "routine_min_share",
-    "partition_by",
-    "max_wait_ms",
-    "partition_rate_per_s",
-    "partition_burst",
-    "partition_concurrency",
-)
-PARTITION_LIMITS = ("partition_rate_per_s", "partition_burst", "partition_concurrency")
-
-
-def _gate(conf, setting):
-    if all(conf.get(key) is None for key in ("rate_per_s", "concurrency", *PARTITION_LIMITS)):
-        return None
-    rate = conf.get("rate_per_s")
-    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0):
-        raise ImproperlyConfigured(f"{setting}['rate_per_s'] must be a number > 0, got {rate!r}")
-    concurrency = conf.get("concurrency")
-    if concurrency is not None:
-        _positive_int(concurrency, f"{setting}['concurrency']")
-    share = conf.get("routine_min_share", 0.1)
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < 1:
-        raise ImproperlyConfigured(f"{setting}['routine_min_share'] must be a number in [0, 1), got {share!r}")
-    partition_by = conf.get("partition_by")
-    if partition_by is not None and (not isinstance(partition_by, str) or not partition_by):
-        raise ImproperlyConfigured(f"{setting}['partition_by'] must be a payload field name, got {partition_by!r}")
-    partition_limits = {key: conf.get(key) for key in PARTITION_LIMITS}
-    if partition_by is None and any(value is not None for value in partition_limits.values()):
-        raise ImproperlyConfigured(f"{setting} sets partition limits without 'partition_by'")
-    partition_rate = partition_limits["partition_rate_per_s"]
-    if partition_rate is not None and (
-        isinstance(partition_rate, bool) or not isinstance(partition_rate, (int, float)) or partition_rate <= 0
-    ):
-        raise ImproperlyConfigured(f"{setting}['partition_rate_per_s'] must be a number > 0, got {partition_rate!r}")
-    for key in ("partition_burst", "partition_concurrency"):
-        if partition_limits[key] is not None:
-            _positive_int(partition_limits[key], f"{setting}['{key}']")
-    return GateConfig(
-        rate_per_s=float(rate) if rate is not None else None,
-        burst=_positive_int(conf.get("burst", 1), f"{setting}['burst']"),
-        concurrency=concurrency,
-        hold_ms=_positive_int(conf.get("hold_ms", 200), f"{setting}['hold_ms']", minimum=0),
-        routine_min_share=float(share),
-        partition_by=partition_by,
-        max_wait_ms=_positive_int(conf.get("max_wait_ms", 100), f"{setting}['max_wait_ms']"),
-        partition_rate_per_s=float(partition_rate) if partition_rate is not None else None,
-        partition_burst=partition_limits["partition_burst"],
-        partition_concurrency=partition_limits["partition_concurrency"],
-    )
-
-
-def _kinds(raw, channels):
-    kinds = {}
-    for name, conf in _mapping(raw, "SLUICE_KINDS").items():
-        setting = f"SLUICE_KINDS['{name}']"
-        if not isinstance(name, str) or not NAME.fullmatch(name):
-            raise ImproperlyConfigured(
-                f"SLUICE_KINDS has a bad kind name {name!r}: up to 100 letters, digits and . _ : -"
-            )
-        conf = _mapping(conf, setting)
-        klass = conf.get("class")
-        if klass not in CLASSES:
-            raise ImproperlyConfigured(f"{setting}['class'] must be one of {list(CLASSES)}, got {klass!r}")
-        names = conf.get("channels")
-        if not isinstance(names, (list, tuple)) or not names:
-            raise ImproperlyConfigured(f"{setting}['channels'] must be a non-empty list")
-        missing = [c for c in names if c not in channels]
-        if missing:
-            raise ImproperlyConfigured(f"{setting}['channels'] names channels not in SLUICE_CHANNELS: {missing}")
-        extra = set(conf) - KIND_KEYS
-        if extra:
-            raise ImproperlyConfigured(f"{setting} has unknown keys {sorted(extra)}")
-        slug = name.replace(".", "_")
-        expires = conf.get("expires_after_s")
-        kinds[name] = Kind(
-            name=name,
-            klass=klass,
-            channels=tuple(names),
-            template=conf.get("template", f"sluice/{slug}.txt"),
-            digest_template=conf.get("digest_template", f"sluice/digest/{slug}.txt"),
-            category=_category(conf.get("category", ""), setting),
-            default_mode=_default_mode(conf.get("default_mode", "instant"), klass, setting),
-            mandatory=_flag(conf.get("mandatory", False), f"{setting}['mandatory']"),
-            throttle=_throttle(conf.get("throttle"), klass, setting),
-            expires_after_s=None if expires is None else _positive_int(expires, f"{setting}['expires_after_s']"),
-            digest_group=_digest_group(conf.get("digest_group", "user"), setting),
-            url=_url_template(conf.get("url", ""), setting),
-            escalate=conf_inbox.escalate(conf.get("escalate"), f"{setting}['escalate']", names, channels),
-        )
-    return kinds
-
-
-KIND_KEYS = {
-    "class",
-    "channels",
-    "template",
-    "digest_template",
-    "category",
-    "default_mode",
-    "mandatory",
-    "throttle",
-    "expires_after_s",
-    "digest_group",
-    "url",
-    "escalate",
-}
-
-DIGEST_GROUPS = ("user", "kind", "entity")
-# The fields a kind's url template may name: {entity_id}, {kind}, or a top-level payload field.
-URL_FIELD = re.compile(r"\{([^{}]*)\}")
-
-
-def _digest_group(value, setting):
-    if value not in DIGEST_GROUPS:
-        raise ImproperlyConfigured(f"{setting}['digest_group'] must be one of {list(DIGEST_GROUPS)}, got {value!r}")
-    return value
-
-
-def _url_template(value, setting):
-    """A kind's ``url``: a link to one entity in its digest and its inbox item, a template of {entity_id}, {kind}
-    and top-level payload fields ("" for none)."""
-    if not isinstance(value, str) or len(value) > 2000:
-        raise ImproperlyConfigured(f"{setting}['url'] must be a URL template of up to 2,000 characters, got {value!r}")
-    # Never a scheme of the entity's choosing ("{entity_id}" alone could make a javascript: link in the bell).
-    if value and not value.startswith(("/", "https://", "http://")):
-        raise ImproperlyConfigured(f"{setting}['url'] must start with '/', 'https://' or 'http://', got {value!r}")
-    bad = [name for name in URL_FIELD.findall(value) if not re.fullmatch(r"\w+", name)]
-    if bad:
-        raise ImproperlyConfigured(f"{setting}['url'] names fields as {{entity_id}} or {{payload_field}}, got {bad}")
-    return value
-
-
-def _category(value, setting):
-    if not isinstance(value, str) or len(value) > 100 or ":" in value:
-        raise ImproperlyConfigured(f"{setting}['category'] must be a name of up to 100 characters, got {value!r}")
-    return value
-
-
-def _default_mode(value, klass, setting):
-    allowed = ("instant",) if klass == "critical" else ("instant", "digest")
-    if value not in allowed:
-        raise ImproperlyConfigured(f"{setting}['default_mode'] must be one of {list(allowed)}, got {value!r}")
-    return value
-
-
-def _throttle(raw, klass, setting):
-    if raw is None:
-        return None
-    if klass == "critical":
-        # A throttled event folds into the digest, and critical never folds.
-        raise ImproperlyConfigured(f"{setting}['throttle'] is not for a critical kind: critical never folds")
-    raw = _mapping(raw, f"{setting}['throttle']")
-    if set(raw) != {"max", "per_s"}:
-        raise ImproperlyConfigured(f"{setting}['throttle'] takes exactly 'max' and 'per_s', got {sorted(raw)}")
-    return Throttle(
-        max=_positive_int(raw["max"], f"{setting}['throttle']['max']"),
-        per_s=_positive_int(raw["per_s"], f"{setting}['throttle']['per_s']"),
-    )
-
-
 # The fold store's default bound: ten times what the bulk queues hold, in keys, and a KiB a key in payload
 # bytes (2048 + 2048 capacities: 40,960 keys, 40 MiB). Past half of it new folds coarsen (user|kind), past
 # 80% they fold per user; only a full store refuses (digest/lua/admit_event.lua).
@@ -451,14 +181,14 @@ def _max_items(value):
 @lru_cache(maxsize=1)
 def sluice_settings():
     """Return the validated settings; raise ImproperlyConfigured naming the bad setting."""
-    channels = _channels(getattr(settings, "SLUICE_CHANNELS", {}))
+    channels = conf_channels.channels(getattr(settings, "SLUICE_CHANNELS", {}))
     raw_queues = getattr(settings, "SLUICE_QUEUES", {})
     default_url = _default_redis_url(raw_queues)
     queues = _queues(raw_queues, default_url)
     return SluiceSettings(
         redis_url=default_url,
         queues=queues,
-        kinds=_kinds(getattr(settings, "SLUICE_KINDS", {}), channels),
+        kinds=conf_kinds.kinds(getattr(settings, "SLUICE_KINDS", {}), channels),
         channels=channels,
         max_payload_bytes=_positive_int(
             getattr(settings, "SLUICE_MAX_PAYLOAD_BYTES", 16 * 1024), "SLUICE_MAX_PAYLOAD_BYTES"
@@ -537,13 +267,6 @@ def _default_redis_url(raw_queues):
 def _redis_url(url, setting):
     addresses.parse(url, setting)
     return url
-
-
-@lru_cache(maxsize=64)
-def _flag(value, setting):
-    if not isinstance(value, bool):
-        raise ImproperlyConfigured(f"{setting} must be True or False, got {value!r}")
-    return value
 
 
 @receiver(setting_changed)

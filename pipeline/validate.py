@@ -1,6 +1,12 @@
 """Checks shared by the settings resolvers: each raises ImproperlyConfigured naming the exact setting."""
 
+import re
+from functools import lru_cache
+
 from django.core.exceptions import ImproperlyConfigured
+
+# Kind and channel names travel inside Redis keys, Lua arguments and JSON: plain characters only.
+NAME = re.compile(r"[\w.:-]{1,100}")
 
 
 def positive_int(value, setting, minimum=1):
@@ -12,4 +18,11 @@ def positive_int(value, setting, minimum=1):
 def mapping(value, setting):
     if not isinstance(value, dict):
         raise ImproperlyConfigured(f"{setting} must be a dict, got {type(value).__name__}")
+    return value
+
+
+@lru_cache(maxsize=64)
+def flag(value, setting):
+    if not isinstance(value, bool):
+        raise ImproperlyConfigured(f"{setting} must be True or False, got {value!r}")
     return value

@@ -7,7 +7,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from pipeline.conf import MODES, sluice_settings
+from pipeline.conf import sluice_settings
+from pipeline.conf_kinds import MODES
 
 MODE_CHOICES = [
     ("instant", _("instant: each event on its own")),

@@ -11,7 +11,8 @@ import pytest
 from digest import admission_wire as wire
 from digest.admission import admit_event
 from notifications.policy import Event, default_plan, event_message
-from pipeline.conf import Throttle, sluice_settings
+from pipeline.conf import sluice_settings
+from pipeline.conf_kinds import Throttle
 from pipeline.message import CHANNELS_HEADER
 from pipeline.metrics import fold_field, fold_grain_field, notifications_field
 
