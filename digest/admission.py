@@ -16,20 +16,28 @@ from . import admission_wire as wire
 logger = logging.getLogger("sluice.digest")
 
 
-def admit_event(event, queue, message, plan, digest, notification_id, client=None):
+def admit_event(event, queue, message, plan, digest, notification_id, client=None, escalation=None):
     """Run admit_event.lua for ``event`` (a policy.Event) on its class's Redis (or ``client``): preferences, holds,
     the queue's bound, the fold store's; return its Admission (admission_wire). A class whose folds live on its own
     Redis decides in one round trip; with SLUICE_DIGEST["redis_url"] elsewhere, an event to fold takes a second,
     fold_handed.lua on that Redis.
 
     ``plan`` is the kind's default plan (admission_wire.encode_plan); ``message`` carries
-    admission_wire.CHANNELS_PLACEHOLDER where the channels header goes; ``digest`` is the resolved SLUICE_DIGEST.
+    admission_wire.CHANNELS_PLACEHOLDER where the channels header goes; ``digest`` is the resolved SLUICE_DIGEST;
+    ``escalation`` (an admission_wire.Escalation) makes the event an inbox item's escalation, admitted once.
     """
     kind = event.kind
     elsewhere = client is None and folds_elsewhere(kind.klass)
     entity, by_kind, by_user = members(event.user_id, kind.name, event.entity_id, kind.klass)
     constants = wire.kind_constants(
-        kind, queue, plan, digest["max_keys"], digest["max_fold_keys"], digest["max_fold_bytes"], elsewhere
+        kind,
+        queue,
+        plan,
+        digest["max_keys"],
+        digest["max_fold_keys"],
+        digest["max_fold_bytes"],
+        elsewhere,
+        (escalation.channels, escalation.mark_ttl_s) if escalation else None,
     )
     reply = script("admit_event")(
         keys=[
@@ -42,6 +50,7 @@ def admit_event(event, queue, message, plan, digest, notification_id, client=Non
                 fold_entity=keys.ELSEWHERE if elsewhere else keys.fold(entity),
                 fold_kind=keys.ELSEWHERE if elsewhere else keys.fold(by_kind),
                 fold_user=keys.ELSEWHERE if elsewhere else keys.fold(by_user),
+                escalation_mark=escalation.mark if escalation else keys.NOT_ESCALATION,
             ),
             *_queue_keys(queue.name),
         ],

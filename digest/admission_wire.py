@@ -8,7 +8,8 @@ Four formats cross the boundary, and each has one owner on each side: this modul
   argument, so the Lua reads ``k.counters`` or ``a.payload``, never a position.
 - **The kind's constants.** One JSON object per kind (``kind_constants``, cached: the hot path encodes
   nothing), holding the class's bound, the digest's bounds, the throttle, the counter fields' prefixes (from
-  ``pipeline.metrics``) and the mirror's field names.
+  ``pipeline.metrics``), the mirror's field names, and for an inbox item's escalation its channels and its mark's
+  lifetime.
 - **The reply.** One JSON object, one shape: ``outcome`` (a name, below), ``flush``,
   ``instant``, ``reason``, ``grain``; ``message`` (the message with its channels filled in) when the
   outcome is ``full``; ``handover`` when the fold is left to the digest's own Redis.
@@ -26,6 +27,8 @@ from pipeline.metrics import fold_field, fold_grain_field, notifications_field
 # full (critical: wait for room), ceiling (the queue's hard ceiling), overflow_full and store_full (rejected).
 ACCEPTED, FOLDED, COLLAPSED, DEFERRED, SUPPRESSED = "accepted", "folded", "collapsed", "deferred", "suppressed"
 FULL, CEILING, OVERFLOW_FULL, STORE_FULL = "full", "ceiling", "overflow_full", "store_full"
+# An inbox item's escalation admitted already (its mark is set): nothing done again.
+DUPLICATE = "duplicate"
 
 # The request's KEYS by name, in order; admit_event.lua's queue lists (the queue, then its priority
 # sub-lists) follow the named ones.
@@ -40,6 +43,7 @@ ADMIT_KEYS = (
     "fold_entity",
     "fold_kind",
     "fold_user",
+    "escalation_mark",
 )
 # ARGV 1 is the layout and ARGV 2 the kind's constants, in both scripts; the rest by name.
 ADMIT_ARGS = (
@@ -86,8 +90,11 @@ def request(names, **fields):
 
 
 @lru_cache(maxsize=64)
-def kind_constants(kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes, elsewhere=False):
-    """One kind's constants as admit_event.lua and fold_handed.lua read them: a JSON object, encoded once."""
+def kind_constants(kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes, elsewhere=False, escalation=None):
+    """One kind's constants as admit_event.lua and fold_handed.lua read them: a JSON object, encoded once.
+    ``escalation`` is (its channels, how long its mark lasts in seconds) for an inbox item's escalation: the user's
+    plan for the kind is then narrowed to those channels (admit_event.lua)."""
+    escalate, mark_ttl_s = escalation or ((), 0)
     klass, throttle = kind.klass, kind.throttle
     return json.dumps(
         {
@@ -107,6 +114,9 @@ def kind_constants(kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes, e
             "placeholder": CHANNELS_PLACEHOLDER,
             "channels": ",".join(kind.channels),
             "elsewhere": bool(elsewhere),
+            # An inbox item's escalation: its channels ("" for any other event), and its mark's lifetime.
+            "escalate": ",".join(escalate),
+            "mark_ttl_s": mark_ttl_s,
             "mirror": {"plan": plan_field(kind.name), "quiet": QUIET_FIELD, "cadence": CADENCE_FIELD},
             # Counter fields less their last label (an outcome, a reason, a grain: names the Lua already speaks),
             # from pipeline.metrics; whole names would triple what every call sends.
@@ -121,6 +131,15 @@ def kind_constants(kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes, e
 def decode_constants(raw):
     """kind_constants() read back, as a dict."""
     return json.loads(raw)
+
+
+class Escalation(NamedTuple):
+    """An inbox item's escalation, admitted as an event of its kind (notifications.inbox.escalation): its channels,
+    its mark's key (keys.inbox_escalated) and how long the mark lasts, in seconds."""
+
+    channels: tuple
+    mark: str
+    mark_ttl_s: int
 
 
 class Admission(NamedTuple):

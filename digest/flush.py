@@ -105,18 +105,17 @@ def run_flush(trigger, batch=BATCH, lease_s=LEASE_S):
     for index, (url, classes) in enumerate(stores.items()):
         client = get_redis(url)
         with _each_store(client):
-            room_here = sum(_room(klass) for klass in classes)
             # One flush counts once (sluice_digest_flushes_total), on the first store, however many stores it
             # went through.
             counted = index == 0
-            published += _flush_store(client, classes, trigger, batch, lease_s, full, room_here, counted)
+            published += _flush_store(client, classes, trigger, batch, lease_s, full, counted)
     drained = drain_overflows()
     # One line a flush, even an empty one: at INFO, a worker's log shows beat's flush is running.
     logger.info("flush (%s): %d digest messages published, %d overflow messages moved", trigger, published, drained)
     return published
 
 
-def _flush_store(client, classes, trigger, batch, lease_s, full, room, counted=True):
+def _flush_store(client, classes, trigger, batch, lease_s, full, counted=True):
     """Flush the fold store on ``client`` (holding ``classes``' folds and queues); return digests published."""
     published = 0
     for stale in fold_store.expired_claims(client):
@@ -124,18 +123,20 @@ def _flush_store(client, classes, trigger, batch, lease_s, full, room, counted=T
         logger.warning("taking over flush %s, whose flusher died or stalled", stale)
         published += _publish(stale, fold_store.claimed_members(stale, client), full, client, classes)
     exhausted = False
-    while not full.intersection(classes) and room > 0:
+    # Each class claims no more of its keys than its own queue has room for, measured again before each batch:
+    # a flusher that dies holding a claim holds at most that (and one user's keys past it), never the other
+    # classes' room too.
+    while any((rooms := _rooms(classes, full)).values()):
         # One claim id per batch: a key folded again after its digest went out is claimed anew, under
         # a new id, so its next digest never shares a notification id (and a dedup) with the last.
         claim_id = uuid.uuid4().hex
-        # Whole users (at most one per free slot), so each user's keys go out in one digest per channel.
-        members = user_claims.claim_users(claim_id, room, batch, lease_s, client)
+        # Whole users, so each user's keys of a class go out in one digest per channel.
+        members = user_claims.claim_users(claim_id, sum(rooms.values()), batch, lease_s, client, rooms)
         if not members:
-            exhausted = True
+            # Nothing left to claim, unless due keys of a class without room wait staged for it.
+            exhausted = not members.left
             break
-        sent = _publish(claim_id, members, full, client, classes)
-        published += sent
-        room -= sent
+        published += _publish(claim_id, members, full, client, classes)
     pipe = client.pipeline(transaction=False)
     if exhausted:
         pipe.delete(keys.flush_backlog())
@@ -152,8 +153,14 @@ def _flush_store(client, classes, trigger, batch, lease_s, full, room, counted=T
     return published
 
 
+def _rooms(classes, full):
+    """{class: its room} for the classes of one store, in the store's order; none for a class found full."""
+    return {klass: 0 if klass in full else _room(klass) for klass in classes}
+
+
 def _room(klass):
-    """Free slots of a class's queue, on its Redis: a flush claims no more than could be published now."""
+    """Free slots of a class's queue, on its Redis: a flush claims no more of its keys than could be published
+    now."""
     return max(0, sluice_settings().queues[klass].capacity - depth(klass))
 
 

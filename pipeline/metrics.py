@@ -174,8 +174,8 @@ def last_flush_field(trigger):
 
 #: What a send to the inbox did: a new item, or folded into the unread item of the same user, kind and entity.
 INBOX_RESULTS = ("created", "folded")
-#: What became of an escalation: sent on its channels, cancelled (read or archived first, or gone), or dropped
-#: because its queue was full (counted, and the item stays unescalated: the next drain tries again).
+#: What became of an escalation: sent (admitted as an event of its kind: sent at once, or folded into the user's
+#: digest or held by their choices), or cancelled (read or archived first, gone, or every channel off).
 ESCALATION_RESULTS = ("sent", "cancelled")
 
 

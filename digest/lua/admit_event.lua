@@ -8,7 +8,8 @@
 -- KEYS      counters (hash); pending (zset of fold members by when due); size (the fold store's size hash);
 --           overflow (the class's list of strict users' messages while the queue is full); trigger (the
 --           size-trigger flag); preferences (the user's mirrored hash); throttle (the user's log for this kind);
---           fold_entity, fold_kind, fold_user (the fold hashes of the three grains); then the queue's list and
+--           fold_entity, fold_kind, fold_user (the fold hashes of the three grains); escalation_mark (an inbox
+--           item's escalation admitted; a placeholder, never touched, for any other event); then the queue's list and
 --           its priority sub-lists (its depth). pending, size, trigger and the fold hashes are a placeholder,
 --           never touched, when the folds live on another Redis (c.elsewhere).
 -- ARGV      layout (the KEYS and ARGV names); constants (the kind's: bounds, plan, counter fields' prefixes, the mirror's
@@ -17,7 +18,8 @@
 --           notification (the throttle log's member)
 -- Returns   the reply (JSON): outcome accepted, folded, collapsed, deferred, suppressed, full (critical: wait;
 --           with the filled message), ceiling, overflow_full or store_full; flush (1: start a size-triggered
---           flush); instant (the instant channels); reason and grain of a fold. With the folds on another Redis
+--           flush); instant (the instant channels); reason and grain of a fold; duplicate for an escalation
+--           admitted already. With the folds on another Redis
 --           and something to fold, nothing is folded here: outcome is what went out so far (accepted, deferred or
 --           absent) and handover says what fold_handed.lua folds there.
 --
@@ -43,6 +45,54 @@ local instant, digest, strict = decode_plan(plan)
 if not instant then
   return redis.error_reply('admission: not a plan: ' .. plan)
 end
+
+-- An inbox item's escalation (notifications/inbox/escalation.py, c.escalate its channels) is admitted once however
+-- many drainers take it over: its mark is set in the step that admits it. The user's plan for the kind is narrowed
+-- to the escalation's channels: a channel of the kind keeps the user's choice (instant, digest or off); a channel
+-- outside the kind, which the user cannot choose for it, goes as the kind goes for them: into their digest when they
+-- take the kind only as a digest, else at once. Quiet hours, cadence, throttle and the bounds then hold it as any
+-- event.
+local function narrowed(escalate, kind_channels)
+  local function has(list, name)
+    for _, item in ipairs(list) do
+      if item == name then
+        return true
+      end
+    end
+    return false
+  end
+  local as_digest = #instant == 0 and #digest > 0
+  local now_list, later_list = {}, {}
+  for _, channel in ipairs(escalate) do
+    if has(kind_channels, channel) then
+      if has(instant, channel) then
+        table.insert(now_list, channel)
+      elseif has(digest, channel) then
+        table.insert(later_list, channel)
+      end
+    elseif as_digest then
+      table.insert(later_list, channel)
+    else
+      table.insert(now_list, channel)
+    end
+  end
+  return now_list, later_list
+end
+local escalation = c.escalate ~= ''
+if escalation then
+  if redis.call('EXISTS', k.escalation_mark) == 1 then
+    return encode_reply({outcome = 'duplicate'})
+  end
+  instant, digest = narrowed(split(c.escalate), split(c.channels))
+end
+
+-- The reply of an event that was admitted (sent, deferred, folded or handed over): an escalation's mark goes with it.
+local function admitted(reply)
+  if escalation then
+    redis.call('SET', k.escalation_mark, 1, 'EX', c.mark_ttl_s)
+  end
+  return encode_reply(reply)
+end
 local instant_text = table.concat(instant, ',')
 if #instant == 0 and #digest == 0 then
   redis.call('HINCRBY', k.counters, c.counter_prefix .. 'suppressed', 1)
@@ -52,7 +102,7 @@ end
 -- The message with its channels header in place: null for every channel of the kind, else the list.
 local function filled()
   local header = 'null'
-  if instant_text ~= c.channels then
+  if instant_text ~= c.channels or escalation then
     header = cjson.encode(instant)
   end
   local i, j = string.find(a.message, c.placeholder, 1, true)
@@ -120,7 +170,11 @@ if #instant > 0 then
 end
 local digest_due = #digest > 0 and (next_tick() or now) or 0
 if c.elsewhere and (hold ~= '' or #digest > 0) then
-  return encode_reply({outcome = outcome, instant = instant_text, handover = {
+  return admitted({outcome = outcome, instant = instant_text, handover = {
     hold = hold, due = due, digest = table.concat(digest, ','), digest_due = digest_due}})
 end
-return encode_reply(fold_store(c, k, a, now)(outcome, instant, instant_text, hold, due, digest, digest_due))
+local reply = fold_store(c, k, a, now)(outcome, instant, instant_text, hold, due, digest, digest_due)
+if reply.outcome == 'store_full' then
+  return encode_reply(reply)
+end
+return admitted(reply)

@@ -1,12 +1,17 @@
-"""Escalation: an inbox item of a kind with ``escalate`` still unread after ``after_s`` is sent on the escalation's
-channels once, through the ordinary send path; not at all if it was read (or archived) first.
+"""Escalation: an inbox item of a kind with ``escalate`` still unread after ``after_s`` goes out on the escalation's
+channels once, admitted as any event of its kind for its user; not at all if it was read (or archived) first.
+
+Admission decides it (digest.admission.admit_event, the one decision): the user's mirrored choices for the kind,
+narrowed to the escalation's channels, send it now, fold it into the user's digest with the ordinary fold key, or
+hold it through quiet hours or a cadence; the bounds apply as to any event.
 
 No timer per item: a send to the inbox puts the item's id in its class's escalation set (a Redis zset scored by
 when it is due), and beat's drain (sluice.inbox.escalate, every 10 s by default) takes what is due,
 like the digest's held folds. A drainer claims its items into a second zset under a lease and drops each only once
 it is finished; a drainer killed mid-drain leaves its claims to run out, and the next drain takes them over. The
-escalation's send has an id derived from the item's, so a takeover that publishes it again is a duplicate the send
-claim and the "sent" marks skip: each item escalates once.
+escalation's admission sets a mark for the item in the same Lua step, so a takeover finds it admitted and does not
+send or fold it again; its send has an id derived from the item's, so the send claim and the "sent" marks skip any
+second publish too: each item escalates once.
 """
 
 import json
@@ -16,16 +21,17 @@ import uuid
 
 from django.utils import timezone
 
-from digest.admission_wire import decode_plan, plan_field
+from digest import admission_wire as wire
+from digest.admission import admit_event
+from digest.flush import enqueue_size_flush
 from notifications.inbox.models import InboxItem
 from pipeline import metrics
-from pipeline.bounded_push import PUSHED, push
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.connections import class_redis
 from pipeline.message import event_kwargs_json, send_message
 from pipeline.redis import keys
 
-from ..policy import default_plan
+from ..policy import Event, default_plan
 from .unread import script
 
 logger = logging.getLogger("sluice.inbox")
@@ -34,6 +40,12 @@ logger = logging.getLogger("sluice.inbox")
 LEASE_S = 60
 BATCH = 200
 NAMESPACE = uuid.UUID("5b1d8a56-6f0e-4c43-9a43-7f3c2f6c1e2d")
+# How long an escalation's admitted mark lasts: far past any takeover (a dead drainer's lease, then beat's next
+# drain, every 10 s); the item's escalated_at guards it after that.
+MARK_TTL_S = 86400
+# What admission did with an escalation that counts as escalated: sent, deferred, folded or collapsed, or admitted
+# already by a drainer that died before recording it.
+ADMITTED = (wire.ACCEPTED, wire.DEFERRED, wire.FOLDED, wire.COLLAPSED, wire.DUPLICATE)
 
 
 def schedule(item, kind):
@@ -85,7 +97,8 @@ def drain_class(klass, lease_s=LEASE_S, batch=BATCH, now=None):
 
 
 def escalate(klass, item_id, item):
-    """Escalate one claimed item: "sent", "cancelled" (read, archived, gone, or no channel left), or "waiting"."""
+    """Escalate one claimed item: "sent" (admitted: sent now, or folded into the user's digest or held by their
+    quiet hours or cadence), "cancelled" (read, archived, gone, or no channel left), or "waiting" (no room)."""
     conf = sluice_settings()
     kind = conf.kinds.get(item.kind) if item is not None else None
     if item is not None and item.escalated_at is not None:
@@ -93,30 +106,33 @@ def escalate(klass, item_id, item):
     if item is None or not item.unread or kind is None or kind.escalate is None:
         metrics.count(metrics.escalation_field(klass, "cancelled"), klass=klass)
         return "cancelled"
-    channels = _allowed(kind, item.user_id)
-    if not channels:
+    done = _admit(item, kind, conf)
+    if done.flush:
+        enqueue_size_flush()
+    if done.outcome == wire.SUPPRESSED:
         metrics.count(metrics.escalation_field(klass, "cancelled"), klass=klass)
         return "cancelled"
-    queue = conf.queues[kind.klass]
-    nid = notification_id(item.pk)
-    payload = json.dumps(item.payload, ensure_ascii=False, separators=(",", ":"))
-    kwargs = event_kwargs_json(
-        nid, kind.name, item.user_id, item.entity_id, payload, count=item.count, channels=channels
-    )
-    if push(queue, send_message(kind.klass, nid, kwargs, queue.name, kind.name, item.count), kind.klass) != PUSHED:
-        return "waiting"
+    if done.outcome not in ADMITTED:
+        return "waiting"  # no room (its queue, overflow or the fold store): it stays claimed, for the next drain
+    # Admitted now, or by a drainer that died before recording it (DUPLICATE): recorded and counted once.
     if InboxItem.objects.filter(pk=item.pk, escalated_at__isnull=True).update(escalated_at=timezone.now()):
         metrics.count(metrics.escalation_field(klass, "sent"), klass=klass)
     return "sent"
 
 
-def _allowed(kind, user_id):
-    """The escalation's channels the user has not turned off for this kind (their mirrored plan, or the kind's
-    default); a channel the user takes as a digest is sent on its own here (docs/inbox.md)."""
+def _admit(item, kind, conf):
+    """Admit the escalation as an event of its kind for the item's user (digest.admission.admit_event): the user's
+    mirrored choices for the kind, narrowed to the escalation's channels, decide it as any event's (sent now,
+    folded into their digest with the ordinary fold key, held by quiet hours or cadence), and its mark, set in
+    the same step, makes it once."""
     _after_s, channels = kind.escalate
-    plan = class_redis(kind.klass).hget(keys.preferences(user_id), plan_field(kind.name))
-    instant, digest, _strict = decode_plan(
-        plan.decode() if plan is not None and not kind.mandatory else default_plan(kind)
+    queue = conf.queues[kind.klass]
+    nid = notification_id(item.pk)
+    payload = json.dumps(item.payload, ensure_ascii=False, separators=(",", ":"))
+    kwargs = event_kwargs_json(nid, kind.name, item.user_id, item.entity_id, payload, count=item.count)
+    message = send_message(
+        kind.klass, nid, kwargs, queue.name, kind.name, item.count, channels_header=wire.CHANNELS_PLACEHOLDER
     )
-    on = {*instant, *digest}
-    return [channel for channel in channels if channel in on or channel not in kind.channels]
+    event = Event(kind, nid, item.user_id, item.entity_id, payload)
+    once = wire.Escalation(channels, keys.inbox_escalated(item.pk), MARK_TTL_S)
+    return admit_event(event, queue, message, default_plan(kind), conf.digest, nid, escalation=once)

@@ -53,7 +53,7 @@ FLUSHER = textwrap.dedent(
     client.incr("test:ready")
     while not client.exists("test:go"):
         time.sleep(0.01)
-    published = flush._flush_store(client, ("routine", "background"), "test", 25, 2, set(), 10**6)
+    published = flush._flush_store(client, ("routine", "background"), "test", 25, 2, set())
     print(published, flush=True)
     """
 )
