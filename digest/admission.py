@@ -16,7 +16,9 @@ from . import admission_wire as wire
 logger = logging.getLogger("sluice.digest")
 
 
-def admit_event(event, queue, message, plan, digest, notification_id, client=None, escalation=None):
+def admit_event(
+    event, queue, message, plan, digest, notification_id, client=None, escalation=None, idempotency_ttl_s=0
+):
     """Run admit_event.lua for ``event`` (a policy.Event) on its class's Redis (or ``client``): preferences, holds,
     the queue's bound, the fold store's; return its Admission (admission_wire). A class whose folds live on its own
     Redis decides in one round trip; with SLUICE_DIGEST["redis_url"] elsewhere, an event to fold takes a second,
@@ -25,9 +27,12 @@ def admit_event(event, queue, message, plan, digest, notification_id, client=Non
     ``plan`` is the kind's default plan (admission_wire.encode_plan); ``message`` carries
     admission_wire.CHANNELS_PLACEHOLDER where the channels header goes; ``digest`` is the resolved SLUICE_DIGEST;
     ``escalation`` (an admission_wire.Escalation) makes the event an inbox item's escalation, admitted once.
+    An event with an idempotency key (``event.idempotency``, a key name) has its outcome recorded there for
+    ``idempotency_ttl_s`` seconds in the same step, or gets the recorded one back (the reply's ``replayed``).
     """
     kind = event.kind
     elsewhere = client is None and folds_elsewhere(kind.klass)
+    idempotency = getattr(event, "idempotency", None)
     entity, by_kind, by_user = members(event.user_id, kind.name, event.entity_id, kind.klass)
     constants = wire.kind_constants(
         kind,
@@ -51,6 +56,7 @@ def admit_event(event, queue, message, plan, digest, notification_id, client=Non
                 fold_kind=keys.ELSEWHERE if elsewhere else keys.fold(by_kind),
                 fold_user=keys.ELSEWHERE if elsewhere else keys.fold(by_user),
                 escalation_mark=escalation.mark if escalation else keys.NOT_ESCALATION,
+                idempotency=idempotency or keys.NO_IDEMPOTENCY,
             ),
             *_queue_keys(queue.name),
         ],
@@ -65,16 +71,29 @@ def admit_event(event, queue, message, plan, digest, notification_id, client=Non
             member_user=by_user,
             entity=event.entity_id,
             notification=notification_id,
+            idempotency_ttl=idempotency_ttl_s if idempotency else 0,
         ),
         client=client or class_redis(kind.klass),
     )
     done = wire.decode_reply(reply)
     if done.handover is not None:
-        return _fold_handed(event, constants, (entity, by_kind, by_user), reply, done)
+        folded = _fold_handed(event, constants, (entity, by_kind, by_user), reply, done, idempotency)
+        if idempotency and folded.outcome not in wire.RECORDED:
+            _forget(kind.klass, idempotency)
+        return folded
     return done
 
 
-def _fold_handed(event, constants, grains, reply, handed):
+def _forget(klass, idempotency):
+    """Drop the outcome admit_event.lua recorded for a handover whose fold was refused, so a retry is decided anew.
+    Only this path costs the round trip; if it fails, a retry within the TTL is told the fold's outcome."""
+    try:
+        class_redis(klass).delete(idempotency)
+    except RedisError as exc:
+        logger.warning("digest: an idempotency key of a refused fold could not be dropped (%s)", exc)
+
+
+def _fold_handed(event, constants, grains, reply, handed, idempotency=None):
     """The second round trip: fold what admit_event.lua handed over on the digest's Redis (fold_handed.lua)."""
     klass = event.kind.klass
     entity, by_kind, by_user = grains
@@ -106,6 +125,8 @@ def _fold_handed(event, constants, grains, reply, handed):
         if handed.outcome is None:
             # Nothing went out: the caller is told the Redis that failed (Unavailable) and sends again.
             exc.sluice_redis_url = fold_store_url(klass)
+            if idempotency:
+                _forget(klass, idempotency)
             raise
         # The instant part is queued already; only its digest channels' copy is missed, counted as a fold the
         # store refused (as when the store is full), never silently.

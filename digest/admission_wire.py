@@ -12,7 +12,8 @@ Four formats cross the boundary, and each has one owner on each side: this modul
   lifetime.
 - **The reply.** One JSON object, one shape: ``outcome`` (a name, below), ``flush``,
   ``instant``, ``reason``, ``grain``; ``message`` (the message with its channels filled in) when the
-  outcome is ``full``; ``handover`` when the fold is left to the digest's own Redis.
+  outcome is ``full``; ``handover`` when the fold is left to the digest's own Redis; ``replayed`` when the
+  caller's idempotency key was recorded already (``outcome`` is then its first call's).
 - **The plan.** What a kind does for a user: ``"instant channels|digest channels|strict"``, kept as text in
   the preferences' mirror (a Redis hash written by notifications.preferences).
 """
@@ -21,11 +22,13 @@ import json
 from functools import lru_cache
 from typing import NamedTuple
 
-from pipeline.metrics import fold_field, fold_grain_field, notifications_field
+from pipeline.metrics import fold_field, fold_grain_field, idempotent_replay_field, notifications_field
 
 # The outcomes the reply names. The first five are an event's Outcome; the rest are what the face acts on:
 # full (critical: wait for room), ceiling (the queue's hard ceiling), overflow_full and store_full (rejected).
 ACCEPTED, FOLDED, COLLAPSED, DEFERRED, SUPPRESSED = "accepted", "folded", "collapsed", "deferred", "suppressed"
+# The outcomes an idempotency key records (the event was taken in some form): the value of its Redis key.
+RECORDED = (ACCEPTED, FOLDED, COLLAPSED, DEFERRED, SUPPRESSED)
 FULL, CEILING, OVERFLOW_FULL, STORE_FULL = "full", "ceiling", "overflow_full", "store_full"
 # An inbox item's escalation admitted already (its mark is set): nothing done again.
 DUPLICATE = "duplicate"
@@ -44,6 +47,7 @@ ADMIT_KEYS = (
     "fold_kind",
     "fold_user",
     "escalation_mark",
+    "idempotency",
 )
 # ARGV 1 is the layout and ARGV 2 the kind's constants, in both scripts; the rest by name.
 ADMIT_ARGS = (
@@ -56,6 +60,7 @@ ADMIT_ARGS = (
     "member_user",
     "entity",
     "notification",
+    "idempotency_ttl",
 )
 FOLD_KEYS = ("counters", "pending", "size", "trigger", "fold_entity", "fold_kind", "fold_user")
 FOLD_ARGS = ("layout", "constants", "payload", "member_entity", "member_kind", "member_user", "entity", "handed")
@@ -123,6 +128,7 @@ def kind_constants(kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes, e
             "counter_prefix": notifications_field(klass, ""),
             "fold_prefix": fold_field(klass, ""),
             "grain_prefix": fold_grain_field(klass, ""),
+            "replay_field": idempotent_replay_field(klass),
         },
         separators=(",", ":"),
     ).encode()
@@ -152,6 +158,7 @@ class Admission(NamedTuple):
     grain: str = ""
     message: str | None = None  # the message with its channels filled in: the outcome is FULL
     handover: dict | None = None  # what to fold on the digest's own Redis (fold_handed.lua)
+    replayed: bool = False  # the idempotency key was recorded: outcome is its first call's, nothing was done
 
 
 def decode_reply(raw):
@@ -165,6 +172,7 @@ def decode_reply(raw):
         reply.get("grain", ""),
         reply.get("message"),
         reply.get("handover"),
+        bool(reply.get("replayed")),
     )
 
 
@@ -179,6 +187,7 @@ def encode_reply(admission):
         "grain": admission.grain,
         "message": admission.message,
         "handover": admission.handover,
+        "replayed": 1 if admission.replayed else None,
     }
     return json.dumps({name: value for name, value in fields.items() if value is not None}).encode()
 

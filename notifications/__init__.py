@@ -2,6 +2,7 @@
 
 from .exceptions import (
     InvalidEntityId,
+    InvalidIdempotencyKey,
     InvalidPayload,
     NotifyError,
     PayloadTooLarge,
@@ -14,6 +15,7 @@ from .outcome import Outcome
 
 __all__ = [
     "InvalidEntityId",
+    "InvalidIdempotencyKey",
     "InvalidPayload",
     "NotifyError",
     "Outcome",

@@ -7,16 +7,21 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from pipeline.conf import sluice_settings
+from pipeline.redis import keys
 
-from .exceptions import InvalidEntityId, InvalidPayload, PayloadTooLarge, UnknownUser
+from .exceptions import InvalidEntityId, InvalidIdempotencyKey, InvalidPayload, PayloadTooLarge, UnknownUser
 from .kinds import get_kind
-from .policy import Event, publish_event
+from .policy import Event, publish, publish_event
 
 # Far deeper than any notification needs, and far below the interpreter's recursion limit (1000).
 MAX_PAYLOAD_DEPTH = 64
+# The longest idempotency key (Stripe's limit too): room for any UUID or request id a client makes.
+MAX_IDEMPOTENCY_KEY_LENGTH = 255
+# The scope of notify()'s keys; each ingest service has its own ("ingest:<service>"), so callers never collide.
+NOTIFY_SCOPE = "notify"
 
 
-def notify(user, kind, *, entity_id, payload=None):
+def notify(user, kind, *, entity_id, payload=None, idempotency_key=None):
     """Send a notification of ``kind`` about ``entity_id`` to ``user`` (a User or its pk).
 
     Returns an Outcome: ACCEPTED (queued), or, when the class queue is full, FOLDED (routine, into the
@@ -24,27 +29,53 @@ def notify(user, kind, *, entity_id, payload=None):
     of digests: waits in a bounded overflow). A critical event that finds no room within its wait
     budget raises Rejected, as does a deferred one whose overflow is full too. Bad input raises a
     NotifyError subclass, and then nothing is published.
+
+    With ``idempotency_key`` (a string of 1-255 characters, no control characters), a second call with the
+    same key within SLUICE_IDEMPOTENCY_TTL_S returns the first call's Outcome and publishes nothing. A call that
+    raised (Rejected, Unavailable, bad input) recorded nothing: its retry is decided afresh.
     """
-    return publish_event(_validate(user, kind, entity_id, payload))
+    return publish_event(_validate(user, kind, entity_id, payload, idempotency_key, NOTIFY_SCOPE))
 
 
-def notify_on_commit(user, kind, *, entity_id, payload=None, using=None):
+def notify_on_commit(user, kind, *, entity_id, payload=None, using=None, idempotency_key=None):
     """Validate now, and publish only if the surrounding transaction commits.
 
     Validation errors raise here. A Rejected at commit time propagates from the commit, so the
-    caller still sees it.
+    caller still sees it. ``idempotency_key`` is notify()'s, in the same scope.
     """
-    event = _validate(user, kind, entity_id, payload)
+    event = _validate(user, kind, entity_id, payload, idempotency_key, NOTIFY_SCOPE)
     transaction.on_commit(lambda: publish_event(event), using=using)
 
 
-def _validate(user, kind, entity_id, payload):
+def notify_in_scope(scope, user, kind, *, entity_id, payload=None, idempotency_key=None):
+    """notify() for a caller with idempotency keys of its own (ingest: one scope per service); return the
+    policy's Published: the Outcome, and whether it was a recorded one replayed."""
+    return publish(_validate(user, kind, entity_id, payload, idempotency_key, scope))
+
+
+def check_idempotency_key(key, name="idempotency_key"):
+    """``key`` if it is a usable idempotency key, else raise InvalidIdempotencyKey naming ``name``."""
+    if not isinstance(key, str):
+        raise InvalidIdempotencyKey(f"{name} must be a string, got {type(key).__name__}")
+    if not key:
+        raise InvalidIdempotencyKey(f"{name} must not be empty")
+    if len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+        raise InvalidIdempotencyKey(f"{name} is {len(key)} characters; the limit is {MAX_IDEMPOTENCY_KEY_LENGTH}")
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 or 0xD800 <= ord(c) <= 0xDFFF for c in key):
+        raise InvalidIdempotencyKey(f"{name} must not contain control characters or lone surrogates")
+    return key
+
+
+def _validate(user, kind, entity_id, payload, idempotency_key=None, scope=NOTIFY_SCOPE):
     conf = sluice_settings()
     kind_obj = get_kind(kind)
     entity_id = _entity_id(entity_id, conf.max_entity_id_length)
     payload_json = _payload_json(payload, conf.max_payload_bytes)
+    idempotency = None
+    if idempotency_key is not None:
+        idempotency = keys.idempotency(scope, check_idempotency_key(idempotency_key))
     user_id = _user_id(user)
-    return Event(kind_obj, uuid.uuid4().hex, user_id, entity_id, payload_json)
+    return Event(kind_obj, uuid.uuid4().hex, user_id, entity_id, payload_json, idempotency)
 
 
 def _entity_id(entity_id, limit):

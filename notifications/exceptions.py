@@ -4,6 +4,7 @@ from pipeline.errors import QueueCeilingReached, Unavailable
 
 __all__ = [
     "InvalidEntityId",
+    "InvalidIdempotencyKey",
     "InvalidPayload",
     "NotifyError",
     "PayloadTooLarge",
@@ -37,6 +38,10 @@ class PayloadTooLarge(InvalidPayload):
 
 class InvalidEntityId(NotifyError):
     """The entity_id is missing, empty, of the wrong type, or too long."""
+
+
+class InvalidIdempotencyKey(NotifyError):
+    """The idempotency key is not a string, is empty or over 255 characters, or holds control characters."""
 
 
 class Rejected(Exception):

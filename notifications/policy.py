@@ -10,6 +10,7 @@ import logging
 import time
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from kombu.exceptions import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -50,6 +51,16 @@ class Event:
     user_id: object
     entity_id: str
     payload_json: str
+    # The caller's idempotency key as its Redis key (pipeline.redis.keys.idempotency: scoped and hashed), or None.
+    idempotency: str | None = None
+
+
+class Published(NamedTuple):
+    """What publishing one event came to: its Outcome, and whether that is a recorded one replayed (the event's
+    idempotency key had been seen within SLUICE_IDEMPOTENCY_TTL_S; nothing was published this time)."""
+
+    outcome: Outcome
+    replayed: bool = False
 
 
 def event_message(event, queue_name, channels_header):
@@ -74,6 +85,12 @@ def default_plan(kind):
 
 def publish_event(event):
     """Admit ``event``; return its Outcome, or raise Rejected or Unavailable."""
+    return publish(event).outcome
+
+
+def publish(event):
+    """Admit ``event``; return its Published (the Outcome, and whether it was replayed), or raise Rejected or
+    Unavailable."""
     queue = sluice_settings().queues[event.kind.klass]
     try:
         return decide(event, queue)
@@ -109,14 +126,23 @@ OUTCOMES = {
 
 def decide(event, queue):
     """Decide one validated event's fate by its user's choices and its class (digest/lua/admit_event.lua: one
-    round trip, two when it folds on the digest's own Redis); return its Outcome or raise Rejected."""
+    round trip, two when it folds on the digest's own Redis); return its Published or raise Rejected. An event
+    whose idempotency key is recorded gets the recorded outcome back from that same round trip."""
     conf = sluice_settings()
     message = event_message(event, queue.name, wire.CHANNELS_PLACEHOLDER)
-    done = admit_event(event, queue, message, default_plan(event.kind), conf.digest, event.notification_id)
+    done = admit_event(
+        event,
+        queue,
+        message,
+        default_plan(event.kind),
+        conf.digest,
+        event.notification_id,
+        idempotency_ttl_s=conf.idempotency_ttl_s,
+    )
     if done.flush:
         enqueue_size_flush()
     if done.outcome in OUTCOMES:
-        return OUTCOMES[done.outcome]
+        return Published(OUTCOMES[done.outcome], done.replayed)
     if done.outcome == wire.CEILING:
         raise QueueCeilingReached(f"queue {queue.name!r} is at its hard ceiling of {queue.ceiling} messages")
     if done.outcome == wire.FULL:
@@ -143,11 +169,17 @@ def decide(event, queue):
 def _wait_for_room(event, queue, message):
     deadline = time.monotonic() + queue.wait_ms / 1000
     pause = FIRST_POLL_S
+    ttl_s = sluice_settings().idempotency_ttl_s
     while (left := deadline - time.monotonic()) > 0:
         time.sleep(min(pause, left))
         pause = min(pause * 2, MAX_POLL_S)
-        if push(queue, message, "critical") == PUSHED:
-            return Outcome.ACCEPTED
+        # The push records the idempotency key as it pushes; a call with the same key that got in first (it found
+        # room, or its own wait pushed) leaves its outcome there, and this one publishes nothing.
+        pushed = push(queue, message, "critical", event.idempotency, ttl_s)
+        if pushed == PUSHED:
+            return Published(Outcome.ACCEPTED)
+        if isinstance(pushed, str):
+            return Published(OUTCOMES[pushed], replayed=True)
     _reject(event.kind.klass, queue)
 
 

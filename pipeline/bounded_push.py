@@ -10,25 +10,39 @@ from pipeline.connections import class_redis, script
 from pipeline.redis import keys
 
 from .errors import QueueCeilingReached
-from .metrics import notifications_field
+from .metrics import idempotent_replay_field, notifications_field
 
 PUSHED, FULL, CEILING = 1, 0, -1
 
 
-def push(queue, message, klass):
-    """Push ``message`` if ``queue`` has room: return PUSHED or FULL. Raise at the ceiling."""
+def push(queue, message, klass, idempotency=None, ttl_s=0):
+    """Push ``message`` if ``queue`` has room: return PUSHED or FULL. Raise at the ceiling.
+
+    With ``idempotency`` (a key name, pipeline.redis.keys.idempotency) the push records "accepted" there for
+    ``ttl_s`` seconds in the same step; if the key was recorded already, nothing is pushed and its value (an
+    outcome's name, a str) is returned instead.
+    """
     status = script("push_bounded", on=class_redis(klass))(
-        keys=_push_keys(queue.name),
-        args=[queue.capacity, queue.ceiling, message, notifications_field(klass, "accepted")],
+        keys=[keys.counters(), idempotency or keys.NO_IDEMPOTENCY, *_queue_keys(queue.name)],
+        args=[
+            queue.capacity,
+            queue.ceiling,
+            message,
+            notifications_field(klass, "accepted"),
+            ttl_s if idempotency else 0,
+            idempotent_replay_field(klass),
+        ],
     )
+    if isinstance(status, (bytes, str)):
+        return status.decode() if isinstance(status, bytes) else status
     if status == CEILING:
         raise QueueCeilingReached(f"queue {queue.name!r} is at its hard ceiling of {queue.ceiling} messages")
     return status
 
 
 @lru_cache(maxsize=16)
-def _push_keys(queue_name):
-    return [keys.counters(), *keys.priority_lists(queue_name)]
+def _queue_keys(queue_name):
+    return tuple(keys.priority_lists(queue_name))
 
 
 def opens_burst(klass, what, burst_window_s):

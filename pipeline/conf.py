@@ -56,6 +56,10 @@ class QueueConfig:
     batch: int = 1
 
 
+# A day: longer than any client's retries, short enough that the keys a busy caller leaves stay few.
+DEFAULT_IDEMPOTENCY_TTL_S = 86_400
+
+
 @dataclass(frozen=True)
 class SluiceSettings:
     """Every SLUICE_ setting, validated."""
@@ -77,6 +81,8 @@ class SluiceSettings:
     tracking_max_events: int = 500
     # SLUICE_INBOX: max_items per user and retention_days (pipeline.conf_inbox).
     inbox: dict = field(default_factory=lambda: conf_inbox.inbox({}))
+    # How long a caller's idempotency key is remembered with the outcome of its first call.
+    idempotency_ttl_s: int = DEFAULT_IDEMPOTENCY_TTL_S
 
 
 def _queues(raw, default_url):
@@ -206,6 +212,9 @@ def sluice_settings():
             getattr(settings, "SLUICE_TRACKING_MAX_EVENTS", 500), "SLUICE_TRACKING_MAX_EVENTS"
         ),
         inbox=conf_inbox.inbox(getattr(settings, "SLUICE_INBOX", {})),
+        idempotency_ttl_s=_positive_int(
+            getattr(settings, "SLUICE_IDEMPOTENCY_TTL_S", DEFAULT_IDEMPOTENCY_TTL_S), "SLUICE_IDEMPOTENCY_TTL_S"
+        ),
     )
 
 

@@ -38,6 +38,12 @@ def notifications_field(klass, outcome):
     return f"notifications:{klass}:{outcome}"
 
 
+def idempotent_replay_field(klass):
+    """sluice_idempotent_replays_total{class}: calls that repeated a recorded idempotency key, answered with the
+    first call's outcome and publishing nothing."""
+    return f"idempotent_replays:{klass}"
+
+
 def sent_field(channel, klass, status):
     """sluice_sent_total{channel, class, status}."""
     return f"sent:{channel}:{klass}:{status}"

@@ -9,23 +9,32 @@
 --           overflow (the class's list of strict users' messages while the queue is full); trigger (the
 --           size-trigger flag); preferences (the user's mirrored hash); throttle (the user's log for this kind);
 --           fold_entity, fold_kind, fold_user (the fold hashes of the three grains); escalation_mark (an inbox
---           item's escalation admitted; a placeholder, never touched, for any other event); then the queue's list and
---           its priority sub-lists (its depth). pending, size, trigger and the fold hashes are a placeholder,
---           never touched, when the folds live on another Redis (c.elsewhere).
+--           item's escalation admitted; a placeholder, never touched, for any other event); idempotency (the
+--           caller's idempotency key: its first call's outcome; a placeholder, never touched, without a key); then
+--           the queue's list and its priority sub-lists (its depth). pending, size, trigger and the fold hashes are
+--           a placeholder, never touched, when the folds live on another Redis (c.elsewhere).
 -- ARGV      layout (the KEYS and ARGV names); constants (the kind's: bounds, plan, counter fields' prefixes, the mirror's
 --           fields); message (with c.placeholder where the channels header goes); payload (JSON);
 --           member_entity, member_kind, member_user (the pending members of the three grains); entity;
---           notification (the throttle log's member)
+--           notification (the throttle log's member); idempotency_ttl (seconds the key is kept; 0: the call has
+--           no key)
 -- Returns   the reply (JSON): outcome accepted, folded, collapsed, deferred, suppressed, full (critical: wait;
 --           with the filled message), ceiling, overflow_full or store_full; flush (1: start a size-triggered
 --           flush); instant (the instant channels); reason and grain of a fold; duplicate for an escalation
 --           admitted already. With the folds on another Redis
 --           and something to fold, nothing is folded here: outcome is what went out so far (accepted, deferred or
---           absent) and handover says what fold_handed.lua folds there.
+--           absent) and handover says what fold_handed.lua folds there. replayed (1) when the idempotency key was
+--           recorded already: outcome is then the first call's, and nothing else was done.
 --
 -- A plan is "instant channels|digest channels|strict"; strict means the user chose "instant" themselves, so the
 -- event is never folded, even when the queue is full (it waits in the overflow). Fold keys come in three grains;
 -- a new key takes the finest grain the store's bound allows (include/fold.lua).
+--
+-- An idempotency key records the outcome (the event was taken in some form: accepted, folded, collapsed, deferred
+-- or suppressed) for idempotency_ttl seconds, in this same step; a refusal (full, ceiling, overflow_full,
+-- store_full) records nothing, so the caller's retry is decided afresh. With a handover, the outcome the fold will
+-- come to is recorded now (digest/admission.py deletes it if fold_handed.lua refuses the fold). The value is the
+-- outcome's name, the only field of a key this script owns.
 --
 --! include depth
 -- depth(lists, first): the summed lengths of lists[first..#lists] (pipeline/lua/include/depth.lua)
@@ -34,147 +43,181 @@
 --! include fold
 -- fold_store(c, k, a, now) -> finish(...) (include/fold.lua)
 local c, k, a, queue_keys = read_request(KEYS, ARGV)
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local klass = c.class
-
--- The user's choices, read once: the kind's plan, the quiet intervals, the cadence ticks.
-local mirrored = redis.call('HMGET', k.preferences, c.mirror.plan, c.mirror.quiet, c.mirror.cadence)
-local plan = mirrored[1] or c.default_plan
-local instant, digest, strict = decode_plan(plan)
-if not instant then
-  return redis.error_reply('admission: not a plan: ' .. plan)
+local ttl = tonumber(a.idempotency_ttl)
+if ttl > 0 then
+  local recorded = redis.call('GET', k.idempotency)
+  if recorded then
+    redis.call('HINCRBY', k.counters, c.replay_field, 1)
+    return encode_reply({outcome = recorded, replayed = 1})
+  end
 end
 
--- An inbox item's escalation (notifications/inbox/escalation.py, c.escalate its channels) is admitted once however
--- many drainers take it over: its mark is set in the step that admits it. The user's plan for the kind is narrowed
--- to the escalation's channels: a channel of the kind keeps the user's choice (instant, digest or off); a channel
--- outside the kind, which the user cannot choose for it, goes as the kind goes for them: into their digest when they
--- take the kind only as a digest, else at once. Quiet hours, cadence, throttle and the bounds then hold it as any
--- event.
-local function narrowed(escalate, kind_channels)
-  local function has(list, name)
-    for _, item in ipairs(list) do
-      if item == name then
-        return true
-      end
-    end
-    return false
+-- Admission itself: the reply's fields (a table), or an error reply.
+local function admit()
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+  local klass = c.class
+
+  -- The user's choices, read once: the kind's plan, the quiet intervals, the cadence ticks.
+  local mirrored = redis.call('HMGET', k.preferences, c.mirror.plan, c.mirror.quiet, c.mirror.cadence)
+  local plan = mirrored[1] or c.default_plan
+  local instant, digest, strict = decode_plan(plan)
+  if not instant then
+    return redis.error_reply('admission: not a plan: ' .. plan)
   end
-  local as_digest = #instant == 0 and #digest > 0
-  local now_list, later_list = {}, {}
-  for _, channel in ipairs(escalate) do
-    if has(kind_channels, channel) then
-      if has(instant, channel) then
-        table.insert(now_list, channel)
-      elseif has(digest, channel) then
+
+  -- An inbox item's escalation (notifications/inbox/escalation.py, c.escalate its channels) is admitted once however
+  -- many drainers take it over: its mark is set in the step that admits it. The user's plan for the kind is narrowed
+  -- to the escalation's channels: a channel of the kind keeps the user's choice (instant, digest or off); a channel
+  -- outside the kind, which the user cannot choose for it, goes as the kind goes for them: into their digest when they
+  -- take the kind only as a digest, else at once. Quiet hours, cadence, throttle and the bounds then hold it as any
+  -- event.
+  local function narrowed(escalate, kind_channels)
+    local function has(list, name)
+      for _, item in ipairs(list) do
+        if item == name then
+          return true
+        end
+      end
+      return false
+    end
+    local as_digest = #instant == 0 and #digest > 0
+    local now_list, later_list = {}, {}
+    for _, channel in ipairs(escalate) do
+      if has(kind_channels, channel) then
+        if has(instant, channel) then
+          table.insert(now_list, channel)
+        elseif has(digest, channel) then
+          table.insert(later_list, channel)
+        end
+      elseif as_digest then
         table.insert(later_list, channel)
-      end
-    elseif as_digest then
-      table.insert(later_list, channel)
-    else
-      table.insert(now_list, channel)
-    end
-  end
-  return now_list, later_list
-end
-local escalation = c.escalate ~= ''
-if escalation then
-  if redis.call('EXISTS', k.escalation_mark) == 1 then
-    return encode_reply({outcome = 'duplicate'})
-  end
-  instant, digest = narrowed(split(c.escalate), split(c.channels))
-end
-
--- The reply of an event that was admitted (sent, deferred, folded or handed over): an escalation's mark goes with it.
-local function admitted(reply)
-  if escalation then
-    redis.call('SET', k.escalation_mark, 1, 'EX', c.mark_ttl_s)
-  end
-  return encode_reply(reply)
-end
-local instant_text = table.concat(instant, ',')
-if #instant == 0 and #digest == 0 then
-  redis.call('HINCRBY', k.counters, c.counter_prefix .. 'suppressed', 1)
-  return encode_reply({outcome = 'suppressed', reason = 'off'})
-end
-
--- The message with its channels header in place: null for every channel of the kind, else the list.
-local function filled()
-  local header = 'null'
-  if instant_text ~= c.channels or escalation then
-    header = cjson.encode(instant)
-  end
-  local i, j = string.find(a.message, c.placeholder, 1, true)
-  return string.sub(a.message, 1, i - 1) .. header .. string.sub(a.message, j + 1)
-end
-
-local function next_tick()
-  for _, tick in ipairs(split(mirrored[3])) do
-    if tonumber(tick) > now then
-      return tonumber(tick)
-    end
-  end
-  return nil
-end
-
-local outcome, hold, due = nil, '', now
-if #instant > 0 then
-  if klass ~= 'critical' and not c.mandatory then
-    for _, window in ipairs(split(mirrored[2])) do
-      local s, e = string.match(window, '^(%d+)-(%d+)$')
-      if tonumber(s) <= now and now < tonumber(e) then
-        hold, due = 'quiet', tonumber(e)
-        break
-      end
-    end
-    if hold == '' and klass == 'routine' and not strict then
-      local tick = next_tick()
-      if tick then
-        hold, due = 'cadence', tick
-      end
-    end
-    if hold == '' and c.throttle_max > 0 then
-      redis.call('ZREMRANGEBYSCORE', k.throttle, '-inf', now - c.throttle_s)
-      if redis.call('ZCARD', k.throttle) >= c.throttle_max then
-        hold = 'throttle'
       else
-        redis.call('ZADD', k.throttle, now, a.notification)
-        redis.call('EXPIRE', k.throttle, c.throttle_s + 1)
+        table.insert(now_list, channel)
+      end
+    end
+    return now_list, later_list
+  end
+  local escalation = c.escalate ~= ''
+  if escalation then
+    if redis.call('EXISTS', k.escalation_mark) == 1 then
+      return {outcome = 'duplicate'}
+    end
+    instant, digest = narrowed(split(c.escalate), split(c.channels))
+  end
+
+  -- The reply of an event that was admitted (sent, deferred, folded or handed over): an escalation's mark goes
+  -- with it.
+  local function admitted(reply)
+    if escalation then
+      redis.call('SET', k.escalation_mark, 1, 'EX', c.mark_ttl_s)
+    end
+    return reply
+  end
+  local instant_text = table.concat(instant, ',')
+  if #instant == 0 and #digest == 0 then
+    redis.call('HINCRBY', k.counters, c.counter_prefix .. 'suppressed', 1)
+    return {outcome = 'suppressed', reason = 'off'}
+  end
+
+  -- The message with its channels header in place: null for every channel of the kind, else the list.
+  local function filled()
+    local header = 'null'
+    if instant_text ~= c.channels or escalation then
+      header = cjson.encode(instant)
+    end
+    local i, j = string.find(a.message, c.placeholder, 1, true)
+    return string.sub(a.message, 1, i - 1) .. header .. string.sub(a.message, j + 1)
+  end
+
+  local function next_tick()
+    for _, tick in ipairs(split(mirrored[3])) do
+      if tonumber(tick) > now then
+        return tonumber(tick)
+      end
+    end
+    return nil
+  end
+
+  local outcome, hold, due = nil, '', now
+  if #instant > 0 then
+    if klass ~= 'critical' and not c.mandatory then
+      for _, window in ipairs(split(mirrored[2])) do
+        local s, e = string.match(window, '^(%d+)-(%d+)$')
+        if tonumber(s) <= now and now < tonumber(e) then
+          hold, due = 'quiet', tonumber(e)
+          break
+        end
+      end
+      if hold == '' and klass == 'routine' and not strict then
+        local tick = next_tick()
+        if tick then
+          hold, due = 'cadence', tick
+        end
+      end
+      if hold == '' and c.throttle_max > 0 then
+        redis.call('ZREMRANGEBYSCORE', k.throttle, '-inf', now - c.throttle_s)
+        if redis.call('ZCARD', k.throttle) >= c.throttle_max then
+          hold = 'throttle'
+        else
+          redis.call('ZADD', k.throttle, now, a.notification)
+          redis.call('EXPIRE', k.throttle, c.throttle_s + 1)
+        end
+      end
+    end
+    if hold == '' then
+      local d = depth(KEYS, queue_keys)
+      if d >= c.ceiling then
+        return {outcome = 'ceiling', instant = instant_text}
+      end
+      if d < c.capacity then
+        redis.call('LPUSH', KEYS[queue_keys], filled())
+        redis.call('HINCRBY', k.counters, c.counter_prefix .. 'accepted', 1)
+        outcome = 'accepted'
+      elseif klass == 'critical' then
+        return {outcome = 'full', instant = instant_text, message = filled()}
+      elseif klass == 'routine' and strict then
+        if redis.call('LLEN', k.overflow) >= c.overflow_capacity then
+          redis.call('HINCRBY', k.counters, c.counter_prefix .. 'rejected', 1)
+          return {outcome = 'overflow_full', instant = instant_text}
+        end
+        redis.call('RPUSH', k.overflow, filled())
+        redis.call('HINCRBY', k.counters, c.counter_prefix .. 'deferred', 1)
+        outcome = 'deferred'
+      else
+        hold = 'overflow'
       end
     end
   end
-  if hold == '' then
-    local d = depth(KEYS, queue_keys)
-    if d >= c.ceiling then
-      return encode_reply({outcome = 'ceiling', instant = instant_text})
-    end
-    if d < c.capacity then
-      redis.call('LPUSH', KEYS[queue_keys], filled())
-      redis.call('HINCRBY', k.counters, c.counter_prefix .. 'accepted', 1)
-      outcome = 'accepted'
-    elseif klass == 'critical' then
-      return encode_reply({outcome = 'full', instant = instant_text, message = filled()})
-    elseif klass == 'routine' and strict then
-      if redis.call('LLEN', k.overflow) >= c.overflow_capacity then
-        redis.call('HINCRBY', k.counters, c.counter_prefix .. 'rejected', 1)
-        return encode_reply({outcome = 'overflow_full', instant = instant_text})
-      end
-      redis.call('RPUSH', k.overflow, filled())
-      redis.call('HINCRBY', k.counters, c.counter_prefix .. 'deferred', 1)
-      outcome = 'deferred'
-    else
-      hold = 'overflow'
+  local digest_due = #digest > 0 and (next_tick() or now) or 0
+  if c.elsewhere and (hold ~= '' or #digest > 0) then
+    return admitted({outcome = outcome, instant = instant_text, handover = {
+      hold = hold, due = due, digest = table.concat(digest, ','), digest_due = digest_due}})
+  end
+  local reply = fold_store(c, k, a, now)(outcome, instant, instant_text, hold, due, digest, digest_due)
+  if reply.outcome == 'store_full' then
+    return reply
+  end
+  return admitted(reply)
+end
+
+local RECORDED = {accepted = true, folded = true, collapsed = true, deferred = true, suppressed = true}
+local reply = admit()
+if reply.err then
+  return reply
+end
+if ttl > 0 then
+  local outcome = reply.outcome
+  if reply.handover then
+    -- What fold_handed.lua comes to when it folds (include/fold.lua finish): the fold's, unless the instant part
+    -- went out and is not held.
+    local folded = c.class == 'routine' and 'folded' or 'collapsed'
+    if reply.handover.hold ~= '' or not outcome then
+      outcome = folded
     end
   end
+  if RECORDED[outcome] then
+    redis.call('SET', k.idempotency, outcome, 'EX', ttl)
+  end
 end
-local digest_due = #digest > 0 and (next_tick() or now) or 0
-if c.elsewhere and (hold ~= '' or #digest > 0) then
-  return admitted({outcome = outcome, instant = instant_text, handover = {
-    hold = hold, due = due, digest = table.concat(digest, ','), digest_due = digest_due}})
-end
-local reply = fold_store(c, k, a, now)(outcome, instant, instant_text, hold, due, digest, digest_due)
-if reply.outcome == 'store_full' then
-  return encode_reply(reply)
-end
-return admitted(reply)
+return encode_reply(reply)

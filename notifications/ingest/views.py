@@ -1,4 +1,8 @@
-"""POST /api/notifications/: authenticate, rate-limit, read the JSON body, then notify() and answer in JSON."""
+"""POST /api/notifications/: authenticate, rate-limit, read the JSON body, then notify() and answer in JSON.
+
+An Idempotency-Key header makes a retry safe: a repeat within SLUICE_IDEMPOTENCY_TTL_S answers what the first
+call answered, with Idempotent-Replayed: true, and publishes nothing (docs/ingest.md).
+"""
 
 import json
 import logging
@@ -26,9 +30,13 @@ FIELDS = (*REQUIRED, "payload")
 # size against the UTF-8 JSON that SLUICE_MAX_PAYLOAD_BYTES measures. notify() then checks the payload exactly.
 BODY_MARGIN_BYTES = 4096
 OUTAGE_RETRY_AFTER_S = 5
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+# Set on the answer to a request whose Idempotency-Key was seen before (the first answer, given again).
+REPLAYED_HEADER = "Idempotent-Replayed"
 MAX_DETAIL_CHARS = 500
 # Most specific first: PayloadTooLarge is an InvalidPayload.
 NOTIFY_ERRORS = (
+    (exceptions.InvalidIdempotencyKey, 400, "invalid_idempotency_key"),
     (exceptions.PayloadTooLarge, 413, "payload_too_large"),
     (exceptions.InvalidPayload, 400, "invalid_payload"),
     (exceptions.UnknownKind, 400, "unknown_kind"),
@@ -66,7 +74,7 @@ def body_limit():
 @csrf_exempt  # Safe because only the Authorization header authenticates: a browser never sends it by itself.
 def ingest(request):
     """Publish one notification for another service; see docs/ingest.md."""
-    from notifications.api import notify
+    from notifications.api import notify_in_scope
 
     token = None
     try:
@@ -74,10 +82,16 @@ def ingest(request):
             raise Refusal(405, "method_not_allowed", "use POST", {"Allow": "POST"})
         token = _authenticate(request)
         _rate_limit(token)
+        idempotency_key = _idempotency_key(request)
         event = _read_event(request)
         _check_scope(token, event)
-        outcome = notify(
-            event["user"], event["kind"], entity_id=_namespaced(token, event["entity_id"]), payload=event.get("payload")
+        published = notify_in_scope(
+            idempotency_scope(token),
+            event["user"],
+            event["kind"],
+            entity_id=_namespaced(token, event["entity_id"]),
+            payload=event.get("payload"),
+            idempotency_key=idempotency_key,
         )
     except Refusal as refusal:
         return _refuse(token, refusal)
@@ -105,7 +119,29 @@ def ingest(request):
             "".join(traceback.format_tb(exc.__traceback__)).rstrip(),
         )
         return _json(500, {"error": "internal", "detail": "internal error; it has been logged"})
-    return _json(202, {"outcome": str(outcome) if token.reveal_details else "accepted"})
+    # A replay's answer is made from the recorded outcome exactly as the first call's was: the same status and body.
+    response = _json(202, {"outcome": str(published.outcome) if token.reveal_details else "accepted"})
+    if published.replayed:
+        response[REPLAYED_HEADER] = "true"
+    return response
+
+
+def idempotency_scope(token):
+    """The scope of a token's idempotency keys: its service's, shared by the service's tokens (as its entity
+    namespace is), so a retry sent with a rotated token is still recognised, and no two services collide."""
+    return f"ingest:{token.service}"
+
+
+def _idempotency_key(request):
+    """The Idempotency-Key header's value, or None without one; a malformed one is a 400 naming the header."""
+    from notifications.api import check_idempotency_key
+
+    if IDEMPOTENCY_HEADER not in request.headers:
+        return None
+    try:
+        return check_idempotency_key(request.headers[IDEMPOTENCY_HEADER], f"the {IDEMPOTENCY_HEADER} header")
+    except exceptions.InvalidIdempotencyKey as exc:
+        raise Refusal(400, "invalid_idempotency_key", str(exc)) from None
 
 
 def _check_scope(token, event):

@@ -35,6 +35,7 @@ from pipeline.metrics import (
     digest_messages_field,
     fold_field,
     fold_grain_field,
+    idempotent_replay_field,
     last_flush_field,
     notifications_field,
     read_counters,
@@ -126,6 +127,14 @@ class SluiceCollector:
             for outcome in OUTCOMES:
                 notifications.add_metric([klass, outcome], counters.get(notifications_field(klass, outcome), 0))
         yield notifications
+        replays = CounterMetricFamily(
+            "sluice_idempotent_replays",
+            "Calls that repeated a recorded idempotency key: answered with the first call's outcome, nothing published",
+            labels=["class"],
+        )
+        for klass in CLASSES:
+            replays.add_metric([klass], counters.get(idempotent_replay_field(klass), 0))
+        yield replays
         sent = CounterMetricFamily(
             "sluice_sent", "Sends by channel, class and status", labels=["channel", "class", "status"]
         )

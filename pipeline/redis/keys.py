@@ -1,5 +1,7 @@
 """Every Redis key name Sluice uses, in one place."""
 
+import base64
+import hashlib
 import json
 from functools import lru_cache
 
@@ -87,9 +89,18 @@ def throttle(user_id, kind):
     return f"{PREFIX}:throttle:[{_part(user_id)},{_part(kind)}]"
 
 
+def idempotency(scope, key):
+    """A caller's idempotency key, recorded with the outcome of its first call: the scope and the key hashed
+    (sha256, 128 bits as unpadded base64url), so a 255-character key costs what a 5-character one does."""
+    digest = hashlib.sha256(f"{scope}\n{key}".encode("utf-8", "surrogatepass")).digest()[:16]
+    return f"{PREFIX}:idem:{base64.urlsafe_b64encode(digest).decode().rstrip('=')}"
+
+
 UNTHROTTLED = f"{PREFIX}:throttle:none"  # what admission is handed for a kind without a throttle: never touched
 # What admission is handed for the fold store's keys when the class folds on another Redis: never touched.
 ELSEWHERE = f"{PREFIX}:folds-elsewhere"
+# What admission and the bounded push are handed for a call without an idempotency key: never touched.
+NO_IDEMPOTENCY = f"{PREFIX}:idem:none"
 
 
 def fold_store_size():

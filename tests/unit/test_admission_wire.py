@@ -94,6 +94,8 @@ REPLIES = [
     wire.Admission(wire.SUPPRESSED, reason="off"),
     wire.Admission(wire.FULL, instant_channels=("push",), message='{"headers":{"sluice_channels":["push"]}}'),
     wire.Admission(wire.STORE_FULL, reason="preference"),
+    # The idempotency key was recorded: the first call's outcome, replayed.
+    wire.Admission(wire.FOLDED, replayed=True),
     # A handover: nothing went out yet; the fold is left to the digest's own Redis.
     wire.Admission(
         None,

@@ -271,7 +271,7 @@ def test_unexpected_error_is_a_bare_500_and_logged_without_data(redis_client, us
     def broken(*args, **kwargs):
         raise RuntimeError(f"user {user.pk} payload {secret}")
 
-    monkeypatch.setattr("notifications.api.notify", broken)
+    monkeypatch.setattr("notifications.api.notify_in_scope", broken)
     caplog.set_level(logging.INFO, logger="sluice.ingest")
     response = post(event(user), raw)
     detail = error_of(response, 500, "internal")
