@@ -96,6 +96,11 @@ def idempotency(scope, key):
     return f"{PREFIX}:idem:{base64.urlsafe_b64encode(digest).decode().rstrip('=')}"
 
 
+def idempotency_pattern():
+    """A SCAN pattern matching every idempotency key (for tools that clean up after themselves)."""
+    return f"{PREFIX}:idem:*"
+
+
 UNTHROTTLED = f"{PREFIX}:throttle:none"  # what admission is handed for a kind without a throttle: never touched
 # What admission is handed for the fold store's keys when the class folds on another Redis: never touched.
 ELSEWHERE = f"{PREFIX}:folds-elsewhere"
