@@ -32,7 +32,7 @@ def admit_event(
     """
     kind = event.kind
     elsewhere = client is None and folds_elsewhere(kind.klass)
-    idempotency = getattr(event, "idempotency", None)
+    idempotency = event.idempotency
     entity, by_kind, by_user = members(event.user_id, kind.name, event.entity_id, kind.klass)
     constants = wire.kind_constants(
         kind,

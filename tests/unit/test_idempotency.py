@@ -202,3 +202,15 @@ def test_a_bad_ttl_setting_is_refused_naming_it(settings, bad):
     settings.SLUICE_IDEMPOTENCY_TTL_S = bad
     with pytest.raises(ImproperlyConfigured, match=r"SLUICE_IDEMPOTENCY_TTL_S must be an integer >= 1"):
         sluice_settings()
+
+
+def test_the_exporter_serves_the_replays_by_class(redis_client, user):
+    from pipeline.observe.exporter import SluiceCollector
+
+    notify(user, BACKGROUND, entity_id="e1", idempotency_key="k")
+    notify(user, BACKGROUND, entity_id="e1", idempotency_key="k")
+    families = {family.name: family for family in SluiceCollector(120).collect()}
+    served = {
+        s.labels["class"]: s.value for s in families["sluice_idempotent_replays"].samples if s.name.endswith("_total")
+    }
+    assert served == {"critical": 0, "routine": 0, "background": 1}
