@@ -26,7 +26,8 @@ def admit_event(
 
     ``plan`` is the kind's default plan (admission_wire.encode_plan); ``message`` carries
     admission_wire.CHANNELS_PLACEHOLDER where the channels header goes; ``digest`` is the resolved SLUICE_DIGEST;
-    ``escalation`` (an admission_wire.Escalation) makes the event an inbox item's escalation, admitted once.
+    ``escalation`` (a tuple of channels) makes the event an inbox item's escalation on those channels; it is
+    admitted once by its idempotency key.
     An event with an idempotency key (``event.idempotency``, a key name) has its outcome recorded there for
     ``idempotency_ttl_s`` seconds in the same step, or gets the recorded one back (the reply's ``replayed``).
     """
@@ -42,7 +43,7 @@ def admit_event(
         digest["max_fold_keys"],
         digest["max_fold_bytes"],
         elsewhere,
-        (escalation.channels, escalation.mark_ttl_s) if escalation else None,
+        tuple(escalation) if escalation else None,
     )
     reply = script("admit_event")(
         keys=[
@@ -55,7 +56,6 @@ def admit_event(
                 fold_entity=keys.ELSEWHERE if elsewhere else keys.fold(entity),
                 fold_kind=keys.ELSEWHERE if elsewhere else keys.fold(by_kind),
                 fold_user=keys.ELSEWHERE if elsewhere else keys.fold(by_user),
-                escalation_mark=escalation.mark if escalation else keys.NOT_ESCALATION,
                 idempotency=idempotency or keys.NO_IDEMPOTENCY,
             ),
             *_queue_keys(queue.name),

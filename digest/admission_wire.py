@@ -30,8 +30,6 @@ ACCEPTED, FOLDED, COLLAPSED, DEFERRED, SUPPRESSED = "accepted", "folded", "colla
 # The outcomes an idempotency key records (the event was taken in some form): the value of its Redis key.
 RECORDED = (ACCEPTED, FOLDED, COLLAPSED, DEFERRED, SUPPRESSED)
 FULL, CEILING, OVERFLOW_FULL, STORE_FULL = "full", "ceiling", "overflow_full", "store_full"
-# An inbox item's escalation admitted already (its mark is set): nothing done again.
-DUPLICATE = "duplicate"
 
 # The request's KEYS by name, in order; admit_event.lua's queue lists (the queue, then its priority
 # sub-lists) follow the named ones.
@@ -46,7 +44,6 @@ ADMIT_KEYS = (
     "fold_entity",
     "fold_kind",
     "fold_user",
-    "escalation_mark",
     "idempotency",
 )
 # ARGV 1 is the layout and ARGV 2 the kind's constants, in both scripts; the rest by name.
@@ -97,9 +94,9 @@ def request(names, **fields):
 @lru_cache(maxsize=64)
 def kind_constants(kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes, elsewhere=False, escalation=None):
     """One kind's constants as admit_event.lua and fold_handed.lua read them: a JSON object, encoded once.
-    ``escalation`` is (its channels, how long its mark lasts in seconds) for an inbox item's escalation: the user's
-    plan for the kind is then narrowed to those channels (admit_event.lua)."""
-    escalate, mark_ttl_s = escalation or ((), 0)
+    ``escalation`` is the channels of an inbox item's escalation: the user's plan for the kind is then narrowed to
+    them (admit_event.lua)."""
+    escalate = escalation or ()
     klass, throttle = kind.klass, kind.throttle
     return json.dumps(
         {
@@ -119,9 +116,8 @@ def kind_constants(kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes, e
             "placeholder": CHANNELS_PLACEHOLDER,
             "channels": ",".join(kind.channels),
             "elsewhere": bool(elsewhere),
-            # An inbox item's escalation: its channels ("" for any other event), and its mark's lifetime.
+            # An inbox item's escalation: its channels ("" for any other event).
             "escalate": ",".join(escalate),
-            "mark_ttl_s": mark_ttl_s,
             "mirror": {"plan": plan_field(kind.name), "quiet": QUIET_FIELD, "cadence": CADENCE_FIELD},
             # Counter fields less their last label (an outcome, a reason, a grain: names the Lua already speaks),
             # from pipeline.metrics; whole names would triple what every call sends.
@@ -137,15 +133,6 @@ def kind_constants(kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes, e
 def decode_constants(raw):
     """kind_constants() read back, as a dict."""
     return json.loads(raw)
-
-
-class Escalation(NamedTuple):
-    """An inbox item's escalation, admitted as an event of its kind (notifications.inbox.escalation): its channels,
-    its mark's key (keys.inbox_escalated) and how long the mark lasts, in seconds."""
-
-    channels: tuple
-    mark: str
-    mark_ttl_s: int
 
 
 class Admission(NamedTuple):

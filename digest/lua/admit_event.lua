@@ -8,9 +8,9 @@
 -- KEYS      counters (hash); pending (zset of fold members by when due); size (the fold store's size hash);
 --           overflow (the class's list of strict users' messages while the queue is full); trigger (the
 --           size-trigger flag); preferences (the user's mirrored hash); throttle (the user's log for this kind);
---           fold_entity, fold_kind, fold_user (the fold hashes of the three grains); escalation_mark (an inbox
---           item's escalation admitted; a placeholder, never touched, for any other event); idempotency (the
---           caller's idempotency key: its first call's outcome; a placeholder, never touched, without a key); then
+--           fold_entity, fold_kind, fold_user (the fold hashes of the three grains); idempotency (the caller's
+--           idempotency key, or an inbox item's escalation's: its first call's outcome; a placeholder, never
+--           touched, without a key); then
 --           the queue's list and its priority sub-lists (its depth). pending, size, trigger and the fold hashes are
 --           a placeholder, never touched, when the folds live on another Redis (c.elsewhere).
 -- ARGV      layout (the KEYS and ARGV names); constants (the kind's: bounds, plan, counter fields' prefixes, the mirror's
@@ -20,8 +20,7 @@
 --           no key)
 -- Returns   the reply (JSON): outcome accepted, folded, collapsed, deferred, suppressed, full (critical: wait;
 --           with the filled message), ceiling, overflow_full or store_full; flush (1: start a size-triggered
---           flush); instant (the instant channels); reason and grain of a fold; duplicate for an escalation
---           admitted already. With the folds on another Redis
+--           flush); instant (the instant channels); reason and grain of a fold. With the folds on another Redis
 --           and something to fold, nothing is folded here: outcome is what went out so far (accepted, deferred or
 --           absent) and handover says what fold_handed.lua folds there. replayed (1) when the idempotency key was
 --           recorded already: outcome is then the first call's, and nothing else was done.
@@ -67,8 +66,9 @@ local function admit()
   end
 
   -- An inbox item's escalation (notifications/inbox/escalation.py, c.escalate its channels) is admitted once however
-  -- many drainers take it over: its mark is set in the step that admits it. The user's plan for the kind is narrowed
-  -- to the escalation's channels: a channel of the kind keeps the user's choice (instant, digest or off); a channel
+  -- many drainers take it over: it comes with an idempotency key of its own, recorded above. The user's plan for
+  -- the kind is narrowed to the escalation's channels: a channel of the kind keeps the user's choice (instant,
+  -- digest or off); a channel
   -- outside the kind, which the user cannot choose for it, goes as the kind goes for them: into their digest when they
   -- take the kind only as a digest, else at once. Quiet hours, cadence, throttle and the bounds then hold it as any
   -- event.
@@ -100,19 +100,7 @@ local function admit()
   end
   local escalation = c.escalate ~= ''
   if escalation then
-    if redis.call('EXISTS', k.escalation_mark) == 1 then
-      return {outcome = 'duplicate'}
-    end
     instant, digest = narrowed(split(c.escalate), split(c.channels))
-  end
-
-  -- The reply of an event that was admitted (sent, deferred, folded or handed over): an escalation's mark goes
-  -- with it.
-  local function admitted(reply)
-    if escalation then
-      redis.call('SET', k.escalation_mark, 1, 'EX', c.mark_ttl_s)
-    end
-    return reply
   end
   local instant_text = table.concat(instant, ',')
   if #instant == 0 and #digest == 0 then
@@ -191,14 +179,10 @@ local function admit()
   end
   local digest_due = #digest > 0 and (next_tick() or now) or 0
   if c.elsewhere and (hold ~= '' or #digest > 0) then
-    return admitted({outcome = outcome, instant = instant_text, handover = {
-      hold = hold, due = due, digest = table.concat(digest, ','), digest_due = digest_due}})
+    return {outcome = outcome, instant = instant_text, handover = {
+      hold = hold, due = due, digest = table.concat(digest, ','), digest_due = digest_due}}
   end
-  local reply = fold_store(c, k, a, now)(outcome, instant, instant_text, hold, due, digest, digest_due)
-  if reply.outcome == 'store_full' then
-    return reply
-  end
-  return admitted(reply)
+  return fold_store(c, k, a, now)(outcome, instant, instant_text, hold, due, digest, digest_due)
 end
 
 local RECORDED = {accepted = true, folded = true, collapsed = true, deferred = true, suppressed = true}

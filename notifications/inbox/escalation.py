@@ -9,9 +9,10 @@ No timer per item: a send to the inbox puts the item's id in its class's escalat
 when it is due), and beat's drain (sluice.inbox.escalate, every 10 s by default) takes what is due,
 like the digest's held folds. A drainer claims its items into a second zset under a lease and drops each only once
 it is finished; a drainer killed mid-drain leaves its claims to run out, and the next drain takes them over. The
-escalation's admission sets a mark for the item in the same Lua step, so a takeover finds it admitted and does not
-send or fold it again; its send has an id derived from the item's, so the send claim and the "sent" marks skip any
-second publish too: each item escalates once.
+escalation is admitted with an idempotency key of the item's own (recorded in the same Lua step as any caller's
+key), so a takeover gets the first admission's outcome back and does not send or fold it again; its send has an id
+derived from the item's, so the send claim and the "sent" marks skip any second publish too: each item escalates
+once.
 """
 
 import json
@@ -40,12 +41,14 @@ logger = logging.getLogger("sluice.inbox")
 LEASE_S = 60
 BATCH = 200
 NAMESPACE = uuid.UUID("5b1d8a56-6f0e-4c43-9a43-7f3c2f6c1e2d")
-# How long an escalation's admitted mark lasts: far past any takeover (a dead drainer's lease, then beat's next
+# How long an escalation's idempotency key lasts: far past any takeover (a dead drainer's lease, then beat's next
 # drain, every 10 s); the item's escalated_at guards it after that.
-MARK_TTL_S = 86400
-# What admission did with an escalation that counts as escalated: sent, deferred, folded or collapsed, or admitted
-# already by a drainer that died before recording it.
-ADMITTED = (wire.ACCEPTED, wire.DEFERRED, wire.FOLDED, wire.COLLAPSED, wire.DUPLICATE)
+ONCE_TTL_S = 86400
+# The idempotency scope of escalations: one key per item, never a caller's.
+SCOPE = "inbox-escalation"
+# What admission did with an escalation that counts as escalated: sent, deferred, folded or collapsed (now, or by a
+# drainer that died before recording it: the outcome replayed).
+ADMITTED = (wire.ACCEPTED, wire.DEFERRED, wire.FOLDED, wire.COLLAPSED)
 
 
 def schedule(item, kind):
@@ -114,7 +117,7 @@ def escalate(klass, item_id, item):
         return "cancelled"
     if done.outcome not in ADMITTED:
         return "waiting"  # no room (its queue, overflow or the fold store): it stays claimed, for the next drain
-    # Admitted now, or by a drainer that died before recording it (DUPLICATE): recorded and counted once.
+    # Admitted now, or by a drainer that died before recording it (replayed): recorded and counted once.
     if InboxItem.objects.filter(pk=item.pk, escalated_at__isnull=True).update(escalated_at=timezone.now()):
         metrics.count(metrics.escalation_field(klass, "sent"), klass=klass)
     return "sent"
@@ -123,8 +126,8 @@ def escalate(klass, item_id, item):
 def _admit(item, kind, conf):
     """Admit the escalation as an event of its kind for the item's user (digest.admission.admit_event): the user's
     mirrored choices for the kind, narrowed to the escalation's channels, decide it as any event's (sent now,
-    folded into their digest with the ordinary fold key, held by quiet hours or cadence), and its mark, set in
-    the same step, makes it once."""
+    folded into their digest with the ordinary fold key, held by quiet hours or cadence), and its idempotency
+    key, recorded in the same step, makes it once."""
     _after_s, channels = kind.escalate
     queue = conf.queues[kind.klass]
     nid = notification_id(item.pk)
@@ -133,6 +136,8 @@ def _admit(item, kind, conf):
     message = send_message(
         kind.klass, nid, kwargs, queue.name, kind.name, item.count, channels_header=wire.CHANNELS_PLACEHOLDER
     )
-    event = Event(kind, nid, item.user_id, item.entity_id, payload)
-    once = wire.Escalation(channels, keys.inbox_escalated(item.pk), MARK_TTL_S)
-    return admit_event(event, queue, message, default_plan(kind), conf.digest, nid, escalation=once)
+    event = Event(kind, nid, item.user_id, item.entity_id, payload, keys.idempotency(SCOPE, str(item.pk)))
+    plan = default_plan(kind)
+    return admit_event(
+        event, queue, message, plan, conf.digest, nid, escalation=tuple(channels), idempotency_ttl_s=ONCE_TTL_S
+    )

@@ -270,16 +270,6 @@ def inbox_escalating(klass):
     return f"{PREFIX}:inbox:escalating:{klass}"
 
 
-def inbox_escalated(item_id):
-    """Mark that an inbox item's escalation was admitted (notifications.inbox.escalation): set by admission in the
-    step that admits it, so a drainer taking over a dead one's claim never admits it twice."""
-    return f"{PREFIX}:inbox:escalated:{item_id}"
-
-
-# What admission is handed for an escalation's mark when the event is not an escalation: never touched.
-NOT_ESCALATION = f"{PREFIX}:inbox:escalated:none"
-
-
 def inbox_rate(user_id):
     """Token bucket of one user's changes through the inbox API (read, archive)."""
     return f"{PREFIX}:inbox-rate:{user_id}"

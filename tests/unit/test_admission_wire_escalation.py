@@ -1,5 +1,5 @@
 """An inbox item's escalation through admission's wire: its constants by name, the user's plan narrowed to its
-channels, and its mark, set in the step that admits it, making a second admission a duplicate."""
+channels, and its idempotency key, recorded in the step that admits it, making a second admission a replay."""
 
 import json
 
@@ -7,6 +7,7 @@ import pytest
 
 from digest import admission_wire as wire
 from digest.admission import admit_event
+from notifications.inbox import escalation
 from notifications.policy import Event, default_plan, event_message
 from pipeline.conf import sluice_settings
 from pipeline.redis import keys
@@ -24,31 +25,30 @@ def kind(settings):
     return sluice_settings().kinds["doc.reviewed"]
 
 
+def once_key(item_id):
+    return keys.idempotency(escalation.SCOPE, str(item_id))
+
+
 def escalate(kind, item_id=1, user_id=7):
     conf = sluice_settings()
     queue = conf.queues[kind.klass]
-    event = Event(kind, f"esc-{item_id}", user_id, f"r{item_id}", '{"title":"R"}')
+    event = Event(kind, f"esc-{item_id}", user_id, f"r{item_id}", '{"title":"R"}', once_key(item_id))
     message = event_message(event, queue.name, wire.CHANNELS_PLACEHOLDER)
-    once = wire.Escalation(kind.escalate[1], keys.inbox_escalated(item_id), 60)
-    return admit_event(event, queue, message, default_plan(kind), conf.digest, event.notification_id, escalation=once)
+    plan = default_plan(kind)
+    nid = event.notification_id
+    return admit_event(event, queue, message, plan, conf.digest, nid, escalation=kind.escalate[1], idempotency_ttl_s=60)
 
 
 def test_an_escalations_constants_come_back_by_name(redis_client, kind):
     conf = sluice_settings()
     args = [conf.digest[name] for name in ("max_keys", "max_fold_keys", "max_fold_bytes")]
-    raw = wire.kind_constants(kind, conf.queues["routine"], "x||0", *args, False, (("email", "sms"), 60))
+    raw = wire.kind_constants(kind, conf.queues["routine"], "x||0", *args, False, ("email", "sms"))
     plain = wire.kind_constants(kind, conf.queues["routine"], "x||0", *args, False)
     body = "local c = read_request(KEYS, ARGV)\nreturn cjson.encode(c)"
     argv = [wire.ADMIT_LAYOUT, raw, *[""] * (len(wire.ADMIT_ARGS) - 2)]
     back = json.loads(redis_client.eval(f"{WIRE_LUA}\n{body}", 0, *argv))
-    assert (back["escalate"], back["mark_ttl_s"]) == ("email,sms", 60)
-    assert (wire.decode_constants(plain)["escalate"], wire.decode_constants(plain)["mark_ttl_s"]) == ("", 0)
-
-
-def test_a_duplicate_reply_comes_back_as_it_went(redis_client):
-    reply = wire.Admission(wire.DUPLICATE)
-    back = redis_client.eval(f"{WIRE_LUA}\nreturn encode_reply(cjson.decode(ARGV[1]))", 0, wire.encode_reply(reply))
-    assert wire.decode_reply(back) == reply
+    assert back["escalate"] == "email,sms"
+    assert wire.decode_constants(plain)["escalate"] == ""
 
 
 def mirror(redis_client, kind, plan, user_id=7):
@@ -61,8 +61,9 @@ def test_email_as_a_digest_folds_the_escalation_once(redis_client, kind):
     assert (done.outcome, done.reason) == (wire.FOLDED, "preference")
     fold = redis_client.hgetall(keys.fold(keys.fold_member(7, "doc.reviewed", "r1")))
     assert (fold[b"n"], fold.get(b"c:email"), fold.get(b"c:inbox")) == (b"1", b"1", None)
-    assert 0 < redis_client.ttl(keys.inbox_escalated(1)) <= 60
-    assert escalate(kind).outcome == wire.DUPLICATE  # a takeover: nothing folded again
+    assert 0 < redis_client.ttl(once_key(1)) <= 60
+    again = escalate(kind)  # a takeover: the first outcome replayed, nothing folded again
+    assert (again.outcome, again.replayed) == (wire.FOLDED, True)
     assert redis_client.hget(keys.fold(keys.fold_member(7, "doc.reviewed", "r1")), "n") == b"1"
 
 
@@ -74,10 +75,10 @@ def test_email_instant_sends_the_escalation_on_email_only(redis_client, kind):
     assert json.loads(raw)["headers"]["sluice_channels"] == ["email"]
 
 
-def test_email_off_cancels_the_escalation_and_marks_nothing(redis_client, kind):
+def test_email_off_cancels_the_escalation(redis_client, kind):
     mirror(redis_client, kind, wire.encode_plan(("inbox",), (), True))
     assert escalate(kind).outcome == wire.SUPPRESSED
-    assert not redis_client.exists(keys.inbox_escalated(1))
+    assert redis_client.llen("routine") == 0
 
 
 def test_no_room_admits_nothing_and_marks_nothing(redis_client, kind, settings):
@@ -88,7 +89,7 @@ def test_no_room_admits_nothing_and_marks_nothing(redis_client, kind, settings):
     redis_client.lpush("routine", "x")
     redis_client.rpush(keys.overflow("routine"), "y")
     assert escalate(kind).outcome == wire.OVERFLOW_FULL
-    assert not redis_client.exists(keys.inbox_escalated(1))
+    assert not redis_client.exists(once_key(1))  # refused: a later drain decides it afresh
 
 
 @pytest.mark.parametrize(
