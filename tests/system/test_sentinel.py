@@ -214,7 +214,11 @@ def test_a_failover_in_the_middle_of_a_run(sentinel_group, settings, tmp_path, h
     assert any(c["outcome"] == "accepted" and c["began"] > promoted_at + 1 for c in calls)
     # The books: only writes acknowledged around the switch may be missing (never replicated) or resent.
     assert all(window[0] <= c["ended"] <= window[1] for c in result["lost_singles"]), result["lost_singles"]
-    assert all(n >= 0 for n in result["folds_missing"].values()), "a digest carried more events than folded"
+    # A digest may carry more events than the callers were told folded: a call answered Unavailable because the
+    # primary died before its reply may still have folded, and replicated (unacknowledged means maybe, never lost).
+    unanswered = Counter(c["class"] for c in unavailable)
+    extra = {k: -n for k, n in result["folds_missing"].items() if n < 0}
+    assert all(n <= unanswered[k] for k, n in extra.items()), ("a digest carried more events than sent", extra)
     assert sum(result["folds_missing"].values()) <= folds_in_window
     for copies in result["duplicated"].values():
         assert window[0] <= copies[0]["t"] <= window[1] + 5, copies
