@@ -7,7 +7,9 @@ from functools import lru_cache
 from redis.exceptions import RedisError
 
 from digest.fold_store import fold_redis, members, script
+from pipeline import durability
 from pipeline.connections import class_redis, fold_store_url, folds_elsewhere
+from pipeline.errors import NotReplicated
 from pipeline.metrics import fold_field
 from pipeline.redis import keys
 
@@ -20,7 +22,8 @@ def admit_event(event, queue, message, plan, digest, notification_id, client=Non
     """Run admit_event.lua for ``event`` (a policy.Event) on its class's Redis (or ``client``): preferences, holds,
     the queue's bound, the fold store's; return its Admission (admission_wire). A class whose folds live on its own
     Redis decides in one round trip; with SLUICE_DIGEST["redis_url"] elsewhere, an event to fold takes a second,
-    fold_handed.lua on that Redis.
+    fold_handed.lua on that Redis. A replicated class WAITs for its replicas in each of those round trips
+    (pipeline.durability) and raises NotReplicated when they do not confirm in time.
 
     ``plan`` is the kind's default plan (admission_wire.encode_plan); ``message`` carries
     admission_wire.CHANNELS_PLACEHOLDER where the channels header goes; ``digest`` is the resolved SLUICE_DIGEST.
@@ -31,7 +34,8 @@ def admit_event(event, queue, message, plan, digest, notification_id, client=Non
     constants = wire.kind_constants(
         kind, queue, plan, digest["max_keys"], digest["max_fold_keys"], digest["max_fold_bytes"], elsewhere
     )
-    reply = script("admit_event")(
+    reply = durability.run(
+        script("admit_event"),
         keys=[
             *wire.request(
                 wire.ADMIT_KEYS,
@@ -58,19 +62,24 @@ def admit_event(event, queue, message, plan, digest, notification_id, client=Non
             notification=notification_id,
         ),
         client=client or class_redis(kind.klass),
+        queue=queue,
+        klass=kind.klass,
+        step="admission",
     )
     done = wire.decode_reply(reply)
     if done.handover is not None:
-        return _fold_handed(event, constants, (entity, by_kind, by_user), reply, done)
+        return _fold_handed(event, queue, constants, (entity, by_kind, by_user), reply, done)
     return done
 
 
-def _fold_handed(event, constants, grains, reply, handed):
-    """The second round trip: fold what admit_event.lua handed over on the digest's Redis (fold_handed.lua)."""
+def _fold_handed(event, queue, constants, grains, reply, handed):
+    """The second round trip: fold what admit_event.lua handed over on the digest's Redis (fold_handed.lua). Its
+    NotReplicated is the caller's, like admission's: the fold may be lost in a failover of the digest's Redis."""
     klass = event.kind.klass
     entity, by_kind, by_user = grains
     try:
-        folded = script("fold_handed", on=fold_redis(klass))(
+        folded = durability.run(
+            script("fold_handed"),
             keys=wire.request(
                 wire.FOLD_KEYS,
                 counters=keys.counters(),
@@ -92,7 +101,14 @@ def _fold_handed(event, constants, grains, reply, handed):
                 entity=event.entity_id,
                 handed=reply,
             ),
+            client=fold_redis(klass),
+            queue=queue,
+            klass=klass,
+            step="fold",
         )
+    except NotReplicated as exc:
+        exc.sluice_redis_url = fold_store_url(klass)  # the caller names the digest's Redis, not the class's
+        raise
     except RedisError as exc:
         if handed.outcome is None:
             # Nothing went out: the caller is told the Redis that failed (Unavailable) and sends again.

@@ -6,6 +6,7 @@ What a class does when its queue is full (wait, fold, collapse) is the class pol
 
 from functools import lru_cache
 
+from pipeline import durability
 from pipeline.connections import class_redis, script
 from pipeline.redis import keys
 
@@ -16,10 +17,16 @@ PUSHED, FULL, CEILING = 1, 0, -1
 
 
 def push(queue, message, klass):
-    """Push ``message`` if ``queue`` has room: return PUSHED or FULL. Raise at the ceiling."""
-    status = script("push_bounded", on=class_redis(klass))(
+    """Push ``message`` if ``queue`` has room: return PUSHED or FULL. Raise at the ceiling, and NotReplicated when a
+    replicated class's replicas do not confirm the push in time (pipeline.durability)."""
+    status = durability.run(
+        script("push_bounded"),
         keys=_push_keys(queue.name),
         args=[queue.capacity, queue.ceiling, message, notifications_field(klass, "accepted")],
+        client=class_redis(klass),
+        queue=queue,
+        klass=klass,
+        step="admission",
     )
     if status == CEILING:
         raise QueueCeilingReached(f"queue {queue.name!r} is at its hard ceiling of {queue.ceiling} messages")

@@ -22,6 +22,7 @@ from pipeline import metrics
 from pipeline.bounded_push import PUSHED, push
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.connections import class_redis
+from pipeline.errors import NotReplicated
 from pipeline.message import event_kwargs_json, send_message
 from pipeline.redis import keys
 
@@ -103,7 +104,14 @@ def escalate(klass, item_id, item):
     kwargs = event_kwargs_json(
         nid, kind.name, item.user_id, item.entity_id, payload, count=item.count, channels=channels
     )
-    if push(queue, send_message(kind.klass, nid, kwargs, queue.name, kind.name, item.count), kind.klass) != PUSHED:
+    try:
+        pushed = push(queue, send_message(kind.klass, nid, kwargs, queue.name, kind.name, item.count), kind.klass)
+    except NotReplicated as exc:
+        # On the primary, unconfirmed: pushing it again would send it twice; as a send's end, counted and logged.
+        metrics.count_unconfirmed(exc)
+        logger.warning("inbox item %s escalated unconfirmed by its replicas: %s", item.pk, exc)
+        pushed = PUSHED
+    if pushed != PUSHED:
         return "waiting"
     if InboxItem.objects.filter(pk=item.pk, escalated_at__isnull=True).update(escalated_at=timezone.now()):
         metrics.count(metrics.escalation_field(klass, "sent"), klass=klass)
