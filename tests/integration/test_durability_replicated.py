@@ -17,47 +17,36 @@ from pipeline.connections import get_redis
 from pipeline.metrics import durability_field, read_counters
 from pipeline.redis import keys
 from sluice_tools.bench.admission_bench import RoundTrips
-from sluice_tools.redis_server import RedisServer
+from sluice_tools.redis_server import PrimaryWithReplica
 from tests.waiting import wait_for
 
 TIMEOUT_MS = 300
 REPLICATED = {"durability": "replicated", "durability_timeout_ms": TIMEOUT_MS}
 
 
-class Pair:
-    """A primary and its replica, in sync."""
-
-    def __init__(self):
-        # No diskless-sync delay: the replica syncs at once, not 5 s later.
-        self.primary = RedisServer("--repl-diskless-sync-delay", "0").start()
-        self.replica = RedisServer("--replicaof", "127.0.0.1", str(self.primary.port)).start()
-        wait_for(self.synced, 10, what="the replica in sync with its primary")
-
-    def synced(self):
-        # What durability needs: a write the replica acknowledges (WAIT counts it only once it is online).
-        with self.primary.admin() as client:
-            client.set("sync-probe", 1)
-            return client.wait(1, 100) >= 1
+class Pair(PrimaryWithReplica):
+    """A primary and its replica, which the test may hang."""
 
     def stop(self):
         self.resume()
-        self.replica.stop()
-        self.primary.stop()
+        super().stop()
 
     def pause(self):
         """The replica hangs (SIGSTOP): connected, never acknowledging, as a replica stuck on a slow disk."""
         os.kill(self.replica.process.pid, signal.SIGSTOP)
 
     def resume(self):
-        if self.replica.process and self.replica.process.poll() is None:
+        if self.replica is not None and self.replica.process and self.replica.process.poll() is None:
             os.kill(self.replica.process.pid, signal.SIGCONT)
 
 
+# Not on the settings fixture: set up after it, this one would point Sluice back beneath the test's overrides, which
+# are then undone.
 @pytest.fixture
-def pair(redis_server, settings):
+def pair(redis_server):
     from tests.system.test_reliability_redis import point_at, point_back
 
-    found = Pair()
+    found = Pair().start()
     saved = point_at(found.primary.url)
     try:
         yield found
@@ -147,13 +136,12 @@ def test_a_send_end_unconfirmed_is_counted_and_logged_never_failed(pair, setting
 
 
 @pytest.fixture
-def second_pair(pair, settings):
+def second_pair(pair):
     """The digest's own Redis, with a replica of its own."""
-    found = Pair()
+    found = Pair().start()
     try:
         yield found
     finally:
-        settings.SLUICE_DIGEST = {}
         found.stop()
 
 
