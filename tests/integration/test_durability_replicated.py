@@ -175,3 +175,14 @@ def test_ingest_answers_503_with_retry_after_when_the_replica_does_not_confirm(p
     assert response.status_code == 503, response.content
     assert response.json()["error"] == "unavailable"
     assert int(response["Retry-After"]) >= 1
+
+
+@pytest.mark.django_db
+def test_a_primary_without_the_script_loads_it_and_still_waits(pair, settings):
+    """A restarted or newly promoted primary has no scripts (SCRIPT LOAD is not replicated): NOSCRIPT, load, again."""
+    replicated(settings)
+    user = get_user_model()(pk=1)
+    notify(user, "meeting.reminder", entity_id="m-1")
+    pair.primary.admin().script_flush()
+    assert notify(user, "meeting.reminder", entity_id="m-2") == Outcome.ACCEPTED
+    assert pair.replica.admin().llen("critical") == 2
