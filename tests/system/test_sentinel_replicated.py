@@ -18,15 +18,18 @@ import time
 from collections import Counter
 
 import pytest
+import redis
 
 from digest.flush import run_flush
 from pipeline.conf import CLASSES
 from pipeline.connections import get_redis
 from pipeline.durability import STEPS
+from pipeline.message import read_send_message
 from pipeline.metrics import durability_field, read_counters
+from pipeline.redis import keys
 from sluice_tools.redis_server import redis_binary
 from tests.conftest import need
-from tests.redis_topologies import SentinelGroup
+from tests.redis_topologies import MASTER, SentinelGroup
 from tests.waiting import fetching, wait_for
 
 from .test_reliability_redis import KINDS, POOLS, Producer, books, drained, point_at, point_back, pool, read_sends
@@ -64,9 +67,40 @@ def test_no_acknowledged_event_is_lost_in_a_failover_when_replicated(redis_serve
         print(f"\nFIGURES sentinel-replicated run {run}/{RUNS} {json.dumps(figures)}")
         totals.update({k: figures[k] for k in ("events", "acknowledged", "unavailable", "lost_singles", "duplicated")})
         totals["lost_folded_events"] += figures["lost_folded_events"]
-        assert figures["lost_singles"] == 0, figures
-        assert figures["lost_folded_events"] == 0, figures
     print(f"\nFIGURES sentinel-replicated {how} total of {RUNS} runs {json.dumps(dict(totals))}")
+    # Every run first, then the verdict: the figures of all of them are the report.
+    assert totals["lost_singles"] == 0, totals
+    assert totals["lost_folded_events"] == 0, totals
+
+
+def in_processing(client):
+    """The messages in consumers' processing lists: moved out of their queue by a fetch not yet recorded. A fetch
+    that met the kill leaves its message there until the reaper finds the consumer dead and puts it back."""
+    return [
+        raw
+        for key in client.scan_iter(f"{keys.fetch_prefix()}*{keys.FETCH_PROCESSING}*")
+        for raw in client.lrange(key, 0, -1)
+    ]
+
+
+def held_seqs(raws):
+    """The producer's sequence numbers of the messages in ``raws`` (task messages)."""
+    seqs = set()
+    for raw in raws:
+        message = read_send_message(raw)
+        payload = message.kwargs.get("payload") if message else None
+        if isinstance(payload, dict) and "seq" in payload:
+            seqs.add(payload["seq"])
+    return seqs
+
+
+def every_sentinel_names(group, port):
+    """Whether each sentinel names ``port`` as the primary's."""
+    for sentinel in group.sentinel_ports:
+        with redis.Redis(port=sentinel, socket_timeout=1) as client:
+            if int(client.sentinel_get_master_addr_by_name(MASTER)[1]) != port:
+                return False
+    return True
 
 
 def one_run(settings, folder, how):
@@ -102,8 +136,14 @@ def one_run(settings, folder, how):
             group.failover()
         promoted_at = wait_for_new_master(group, old_port)
         if how == "primary-killed":
-            # Restarted, empty (no persistence here), it is turned into the new primary's replica by the sentinels.
+            # Restarted once every sentinel knows the new primary: a sentinel still on the old view would take the
+            # restarted, empty primary for the master and turn the promoted one into its replica, emptying it.
+            new_port = group.master_port()
+            wait_for(lambda: every_sentinel_names(group, new_port), 30, what="every sentinel naming the new primary")
+            # Empty (no persistence here), as a replica of the new primary, as a supervisor does with the
+            # configuration the sentinels rewrote.
             group.primary.start()
+            group.primary.admin().replicaof("127.0.0.1", new_port)
             demoted.start()
         rejoined_at = demoted.wait()
         # The new primary has a replica again: admissions are confirmed once more.
@@ -123,7 +163,11 @@ def one_run(settings, folder, how):
             except Exception:  # noqa: BLE001 - the coordination client meets the switch too; it retries
                 pass
             time.sleep(0.5)
-        settled = drained(client)
+        done = drained(client)
+        # A message can stay in a live consumer's processing list after a kill: moved there by a fetch the new
+        # primary got from the replica, while its reply (or its record) died with the old primary. The consumer
+        # heartbeats, so no reaper takes it; the figures name the lost singles found there.
+        held = held_seqs(in_processing(client))
         counters = read_counters(client)
         unconfirmed = {
             f"{klass}:{step}": counters[durability_field(klass, step)]
@@ -142,7 +186,7 @@ def one_run(settings, folder, how):
     result = books(calls, read_sends(path), promoted_at)
     acknowledged = [c for c in calls if c["outcome"] not in ("unavailable",) and not c["outcome"].startswith("error:")]
     unavailable = [c for c in calls if c["outcome"] == "unavailable"]
-    assert settled, "the pipeline did not drain after the switch"
+    assert done, "the pipeline did not drain after the switch"
     assert not [c for c in calls if c["outcome"].startswith("error:")], Counter(c["outcome"] for c in calls)
     # A digest may carry more events than were acknowledged (an unconfirmed fold that the replica got after all),
     # never fewer: folds_missing counts acknowledged folded events in no sent digest.
@@ -160,6 +204,9 @@ def one_run(settings, folder, how):
         ],
         "longest_notify_s": round(max(c["ended"] - c["began"] for c in calls), 3),
         "lost_singles": len(result["lost_singles"]),
+        "lost_singles_after_promotion_s": sorted(round(c["ended"] - promoted_at, 2) for c in result["lost_singles"]),
+        "held_in_processing_lists": len(held),
+        "lost_singles_in_processing_lists": sum(1 for c in result["lost_singles"] if c["seq"] in held),
         "lost_folded_events": sum(max(0, n) for n in result["folds_missing"].values()),
         "unconfirmed_folds_delivered": -sum(min(0, n) for n in result["folds_missing"].values()),
         "duplicated": len(result["duplicated"]),
