@@ -7,7 +7,9 @@ from functools import lru_cache
 from redis.exceptions import RedisError
 
 from digest.fold_store import fold_redis, members, script
+from pipeline import durability
 from pipeline.connections import class_redis, fold_store_url, folds_elsewhere
+from pipeline.errors import NotReplicated
 from pipeline.metrics import fold_field
 from pipeline.redis import keys
 
@@ -22,7 +24,8 @@ def admit_event(
     """Run admit_event.lua for ``event`` (a policy.Event) on its class's Redis (or ``client``): preferences, holds,
     the queue's bound, the fold store's; return its Admission (admission_wire). A class whose folds live on its own
     Redis decides in one round trip; with SLUICE_DIGEST["redis_url"] elsewhere, an event to fold takes a second,
-    fold_handed.lua on that Redis.
+    fold_handed.lua on that Redis. A replicated class WAITs for its replicas in each of those round trips
+    (pipeline.durability) and raises NotReplicated when they do not confirm in time.
 
     ``plan`` is the kind's default plan (admission_wire.encode_plan); ``message`` carries
     admission_wire.CHANNELS_PLACEHOLDER where the channels header goes; ``digest`` is the resolved SLUICE_DIGEST;
@@ -45,7 +48,8 @@ def admit_event(
         elsewhere,
         tuple(escalation) if escalation else None,
     )
-    reply = script("admit_event")(
+    reply = durability.run(
+        script("admit_event"),
         keys=[
             *wire.request(
                 wire.ADMIT_KEYS,
@@ -74,10 +78,13 @@ def admit_event(
             idempotency_ttl=idempotency_ttl_s if idempotency else 0,
         ),
         client=client or class_redis(kind.klass),
+        queue=queue,
+        klass=kind.klass,
+        step="admission",
     )
     done = wire.decode_reply(reply)
     if done.handover is not None:
-        folded = _fold_handed(event, constants, (entity, by_kind, by_user), reply, done, idempotency)
+        folded = _fold_handed(event, queue, constants, (entity, by_kind, by_user), reply, done, idempotency)
         if idempotency and folded.outcome not in wire.RECORDED:
             _forget(kind.klass, idempotency)
         return folded
@@ -93,12 +100,14 @@ def _forget(klass, idempotency):
         logger.warning("digest: an idempotency key of a refused fold could not be dropped (%s)", exc)
 
 
-def _fold_handed(event, constants, grains, reply, handed, idempotency=None):
-    """The second round trip: fold what admit_event.lua handed over on the digest's Redis (fold_handed.lua)."""
+def _fold_handed(event, queue, constants, grains, reply, handed, idempotency=None):
+    """The second round trip: fold what admit_event.lua handed over on the digest's Redis (fold_handed.lua). Its
+    NotReplicated is the caller's, like admission's: the fold may be lost in a failover of the digest's Redis."""
     klass = event.kind.klass
     entity, by_kind, by_user = grains
     try:
-        folded = script("fold_handed", on=fold_redis(klass))(
+        folded = durability.run(
+            script("fold_handed"),
             keys=wire.request(
                 wire.FOLD_KEYS,
                 counters=keys.counters(),
@@ -120,7 +129,17 @@ def _fold_handed(event, constants, grains, reply, handed, idempotency=None):
                 entity=event.entity_id,
                 handed=reply,
             ),
+            client=fold_redis(klass),
+            queue=queue,
+            klass=klass,
+            step="fold",
         )
+    except NotReplicated as exc:
+        exc.sluice_redis_url = fold_store_url(klass)  # the caller names the digest's Redis, not the class's
+        if idempotency:
+            # The fold may be lost in a failover: the caller's retry folds again rather than being told "folded".
+            _forget(klass, idempotency)
+        raise
     except RedisError as exc:
         if handed.outcome is None:
             # Nothing went out: the caller is told the Redis that failed (Unavailable) and sends again.

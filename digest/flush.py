@@ -22,6 +22,7 @@ from pipeline.celery import task
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.connections import class_redis, fold_store_classes, folds_elsewhere, get_redis
 from pipeline.depth import depth
+from pipeline.errors import NotReplicated
 from pipeline.message import event_kwargs_json, send_message
 from pipeline.redis import keys
 
@@ -203,7 +204,16 @@ def _publish_step(flush_id, step, klass, queue, full, client, handed_to):
     if folds_elsewhere(klass):
         target = handed_to.setdefault(klass, class_redis(klass))
         try:
-            code = user_claims.publish_group_elsewhere(flush_id, step, queue, messages, counters, client, target)
+            code = user_claims.publish_group_elsewhere(flush_id, step, queue, messages, counters, client, target, klass)
+        except NotReplicated as exc:
+            # Out on the class's primary, unconfirmed: its claims stay, as below, until the replicas catch up or a
+            # takeover finds the handover mark (or, after a failover that lost it, publishes the step again).
+            metrics.count_unconfirmed(exc)
+            logger.warning(
+                "digest: a handover of a %s digest is unconfirmed by replicas, the class waits: %s", klass, exc
+            )
+            full.add(klass)
+            return 0
         except RedisError as exc:
             # Whether this step went out is unknown: its claims stay, and whoever takes them over once the lease
             # runs out finds the handover mark, or publishes it. The class's other steps wait.

@@ -4,6 +4,7 @@ import json
 import time
 
 from digest.fold_store import HANDOVER_TTL_S, script
+from pipeline import durability
 from pipeline.conf import sluice_settings
 from pipeline.redis import keys
 
@@ -65,13 +66,20 @@ def publish_group(flush_id, step, queue, messages, counters, client):
     )
 
 
-def publish_group_elsewhere(flush_id, step, queue, messages, counters, client, queue_client):
+def publish_group_elsewhere(flush_id, step, queue, messages, counters, client, queue_client, klass):
     """publish_group() for a fold store on another Redis than ``queue``'s (on ``queue_client``): the messages go out
     with the step's handover mark in one step there, then its claims are dropped here. Whoever takes over a flusher
-    that died in between finds the mark and only drops the claims. Same codes."""
-    code = script("push_group_handover", on=queue_client)(
+    that died in between finds the mark and only drops the claims. Same codes. A replicated ``klass`` drops the
+    claims only once its replicas confirmed the messages (NotReplicated otherwise: the claims stay, and the takeover
+    finds the mark or publishes again)."""
+    code = durability.run(
+        script("push_group_handover"),
         keys=[keys.handover(flush_id), keys.counters(), *keys.priority_lists(queue.name)],
         args=[queue.capacity, step.mark, HANDOVER_TTL_S, *counters, len(step.members), *step.members, *messages],
+        client=queue_client,
+        queue=queue,
+        klass=klass,
+        step="flush",
     )
     if code != 0:
         script("drop_group", on=client)(

@@ -24,7 +24,9 @@ from pipeline.bounded_push import PUSHED, count_rejection, opens_burst, push
 from pipeline.conf import sluice_settings
 from pipeline.conf_kinds import Kind
 from pipeline.depth import depth, drain_rate
+from pipeline.errors import NotReplicated
 from pipeline.message import event_kwargs_json, send_message
+from pipeline.metrics import count_unconfirmed
 from pipeline.redis.addresses import describe
 
 from .exceptions import QueueCeilingReached, Rejected, Unavailable
@@ -94,6 +96,14 @@ def publish(event):
     queue = sluice_settings().queues[event.kind.klass]
     try:
         return decide(event, queue)
+    except NotReplicated as exc:
+        # A replicated class: admitted on the primary, maybe, but not confirmed durable; a failover could lose it.
+        count_unconfirmed(exc)
+        where = _where(event.kind.klass, exc)
+        raise Unavailable(
+            f"Redis at {where}: the {exc.step} was not confirmed by {exc.replicas} replica(s) within {exc.timeout_ms} "
+            f"ms ({exc.confirmed} confirmed); it may be on the primary but is not durable; retry"
+        ) from exc
     except OutOfMemoryError as exc:
         # Redis at its maxmemory under noeviction: full, not broken; the caller retries later (ingest: 503).
         raise Unavailable(f"Redis at {_where(event.kind.klass, exc)} is out of memory; retry later") from exc

@@ -6,6 +6,7 @@ What a class does when its queue is full (wait, fold, collapse) is the class pol
 
 from functools import lru_cache
 
+from pipeline import durability
 from pipeline.connections import class_redis, script
 from pipeline.redis import keys
 
@@ -16,13 +17,15 @@ PUSHED, FULL, CEILING = 1, 0, -1
 
 
 def push(queue, message, klass, idempotency=None, ttl_s=0):
-    """Push ``message`` if ``queue`` has room: return PUSHED or FULL. Raise at the ceiling.
+    """Push ``message`` if ``queue`` has room: return PUSHED or FULL. Raise at the ceiling, and NotReplicated when a
+    replicated class's replicas do not confirm the push in time (pipeline.durability).
 
     With ``idempotency`` (a key name, pipeline.redis.keys.idempotency) the push records "accepted" there for
     ``ttl_s`` seconds in the same step; if the key was recorded already, nothing is pushed and its value (an
     outcome's name, a str) is returned instead.
     """
-    status = script("push_bounded", on=class_redis(klass))(
+    status = durability.run(
+        script("push_bounded"),
         keys=[keys.counters(), idempotency or keys.NO_IDEMPOTENCY, *_queue_keys(queue.name)],
         args=[
             queue.capacity,
@@ -32,6 +35,10 @@ def push(queue, message, klass, idempotency=None, ttl_s=0):
             ttl_s if idempotency else 0,
             idempotent_replay_field(klass),
         ],
+        client=class_redis(klass),
+        queue=queue,
+        klass=klass,
+        step="admission",
     )
     if isinstance(status, (bytes, str)):
         return status.decode() if isinstance(status, bytes) else status

@@ -18,6 +18,14 @@ from .validate import mapping as _mapping
 from .validate import positive_int as _positive_int
 
 DEFAULT_QUEUE = {"capacity": 2048, "wait_ms": 0}
+# What an acknowledged admission promises (docs/reliability.md): "async", in the primary's memory (Redis replicates
+# later); "replicated", confirmed by durability_replicas replicas (WAIT) within durability_timeout_ms.
+DURABILITIES = ("async", "replicated")
+# A replica on the same network confirms in about a millisecond; a tenth of a second covers a loaded one, and is
+# what a caller waits at most before it hears Unavailable when none confirms.
+DEFAULT_DURABILITY_TIMEOUT_MS = 100
+# WAIT's timeout is the longest a notify() may block on it: past a few seconds a web request should hear Unavailable.
+MAX_DURABILITY_TIMEOUT_MS = 5000
 # How long one attempt of one channel's send may take, every provider of a failover included. Critical is
 # short: a reminder that waits ten seconds on a provider is better sent through the next one, or retried.
 DEFAULT_SEND_BUDGET_S = {"critical": 10, "routine": 30, "background": 30}
@@ -54,6 +62,16 @@ class QueueConfig:
     redis_url: str = ""
     # The most messages one send task takes from the queue and handles together (notifications.delivery.engine).
     batch: int = 1
+    # "replicated": admission, a fold and a send's end wait (WAIT, in the same round trip) for this many replicas
+    # to confirm within durability_timeout_ms (pipeline.durability); "async" returns once the primary has it.
+    durability: str = "async"
+    durability_replicas: int = 1
+    durability_timeout_ms: int = DEFAULT_DURABILITY_TIMEOUT_MS
+
+    @property
+    def replicated(self):
+        """Whether this class's writes are confirmed by replicas before they are acknowledged."""
+        return self.durability == "replicated"
 
 
 # A day: longer than any client's retries, short enough that the keys a busy caller leaves stay few.
@@ -115,6 +133,9 @@ def _queues(raw, default_url):
             "send_budget_s",
             "batch",
             "redis_url",
+            "durability",
+            "durability_replicas",
+            "durability_timeout_ms",
         }
         if extra:
             raise ImproperlyConfigured(f"{name} has unknown keys {sorted(extra)}")
@@ -131,10 +152,26 @@ def _queues(raw, default_url):
             send_budget_s=budget,
             redis_url=_redis_url(url, f"{name}['redis_url']"),
             batch=batch,
+            **_durability(conf, name),
         )
     if len({q.name for q in queues.values()}) != len(CLASSES):
         raise ImproperlyConfigured("SLUICE_QUEUES must give each class its own queue")
     return queues
+
+
+def _durability(conf, name):
+    """A class's durability, its replicas and its timeout, each checked by its own key."""
+    durability = conf.get("durability", "async")
+    if durability not in DURABILITIES:
+        raise ImproperlyConfigured(f"{name}['durability'] must be one of {list(DURABILITIES)}, got {durability!r}")
+    replicas = _positive_int(conf.get("durability_replicas", 1), f"{name}['durability_replicas']")
+    timeout = conf.get("durability_timeout_ms", DEFAULT_DURABILITY_TIMEOUT_MS)
+    # WAIT with a timeout of 0 blocks for ever: at least 1 ms.
+    if _positive_int(timeout, f"{name}['durability_timeout_ms']") > MAX_DURABILITY_TIMEOUT_MS:
+        raise ImproperlyConfigured(
+            f"{name}['durability_timeout_ms'] must be at most {MAX_DURABILITY_TIMEOUT_MS}, got {timeout}"
+        )
+    return {"durability": durability, "durability_replicas": replicas, "durability_timeout_ms": timeout}
 
 
 def _batch(klass, value, setting):

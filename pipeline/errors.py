@@ -8,3 +8,16 @@ class QueueCeilingReached(RuntimeError):
 class Unavailable(RuntimeError):
     """Redis (the broker) could not be reached or did not answer in time. The event may not have been
     published: retry it later. Raised instead of hanging; the socket timeouts bound the wait."""
+
+
+class NotReplicated(RuntimeError):
+    """A replicated class's write was not confirmed by enough replicas in time (WAIT): it is on the primary, maybe
+    for good, maybe lost in a failover. ``step`` names what was written (pipeline.durability.STEPS)."""
+
+    def __init__(self, klass, step, confirmed, replicas, timeout_ms):
+        super().__init__(
+            f"the {klass} {step} was not confirmed by {replicas} replica(s) within {timeout_ms} ms "
+            f"({confirmed} confirmed)"
+        )
+        self.klass, self.step = klass, step
+        self.confirmed, self.replicas, self.timeout_ms = confirmed, replicas, timeout_ms

@@ -122,3 +122,35 @@ class RedisServer:
     def stop(self):
         self.halt()
         self.dir.cleanup()
+
+
+class PrimaryWithReplica:
+    """A primary and one replica of it, in sync: what durability "replicated" needs (pipeline.durability)."""
+
+    def __init__(self):
+        # No diskless-sync delay: the replica syncs at once, not 5 s later.
+        self.primary = RedisServer("--repl-diskless-sync-delay", "0")
+        self.replica = None
+
+    def start(self, timeout=10):
+        self.primary.start()
+        self.replica = RedisServer("--replicaof", "127.0.0.1", str(self.primary.port)).start()
+        deadline = time.monotonic() + timeout
+        while not self.synced():
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("the replica did not come in sync with its primary")
+            time.sleep(0.05)
+        return self
+
+    def synced(self):
+        """Whether the primary counts a write of its own as confirmed by the replica (WAIT counts a replica only
+        once it is online, a moment after its first sync)."""
+        with self.primary.admin() as client:
+            client.set("sync-probe", 1)
+            return client.wait(1, 100) >= 1
+
+    def stop(self):
+        if self.replica is not None:
+            self.replica.stop()
+        self.primary.stop()

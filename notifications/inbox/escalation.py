@@ -29,6 +29,7 @@ from notifications.inbox.models import InboxItem
 from pipeline import metrics
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.connections import class_redis
+from pipeline.errors import NotReplicated
 from pipeline.message import event_kwargs_json, send_message
 from pipeline.redis import keys
 
@@ -109,7 +110,15 @@ def escalate(klass, item_id, item):
     if item is None or not item.unread or kind is None or kind.escalate is None:
         metrics.count(metrics.escalation_field(klass, "cancelled"), klass=klass)
         return "cancelled"
-    done = _admit(item, kind, conf)
+    try:
+        done = _admit(item, kind, conf)
+    except NotReplicated as exc:
+        # Admitted on the primary, unconfirmed by its replicas: it stays claimed, and the next drain's admission
+        # replays the recorded outcome once the replicas have it (its idempotency key), or admits it afresh if a
+        # failover lost it: never twice, never lost.
+        metrics.count_unconfirmed(exc)
+        logger.warning("inbox item %s: its escalation is not confirmed by the replicas yet: %s", item.pk, exc)
+        return "waiting"
     if done.flush:
         enqueue_size_flush()
     if done.outcome == wire.SUPPRESSED:

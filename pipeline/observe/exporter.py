@@ -16,6 +16,7 @@ from pipeline import deadletters
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.connections import fold_store_classes, get_redis, shared_redis
 from pipeline.depth import depth, queue_redis, snapshot
+from pipeline.durability import STEPS
 from pipeline.metrics import (
     BEAT_FLUSH_INTERVAL_FIELD,
     BUCKETS,
@@ -33,6 +34,7 @@ from pipeline.metrics import (
     dead_letter_field,
     digest_events_field,
     digest_messages_field,
+    durability_field,
     fold_field,
     fold_grain_field,
     idempotent_replay_field,
@@ -165,6 +167,7 @@ class SluiceCollector:
         yield flushes
         yield from _dead_letter_counters(counters)
         yield from _fold_counters(counters)
+        yield _unconfirmed(counters)
         yield from _digest_counters(counters)
 
 
@@ -213,6 +216,18 @@ def _fold_counters(counters):
             grains.add_metric([klass, grain], counters.get(fold_grain_field(klass, grain), 0))
     yield folds
     yield grains
+
+
+def _unconfirmed(counters):
+    unconfirmed = CounterMetricFamily(
+        "sluice_durability_unconfirmed",
+        "Writes of a replicated class that its replicas did not confirm in time (WAIT), by step",
+        labels=["class", "step"],
+    )
+    for klass in CLASSES:
+        for step in STEPS:
+            unconfirmed.add_metric([klass, step], counters.get(durability_field(klass, step), 0))
+    return unconfirmed
 
 
 def _flush_gauges(stores):

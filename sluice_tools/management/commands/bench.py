@@ -31,6 +31,11 @@ class Command(BaseCommand):
             action="store_true",
             help="the folded path instead: the folds on the class's Redis against on the digest's own Redis",
         )
+        admission.add_argument(
+            "--durability",
+            action="store_true",
+            help='durability "replicated" (WAIT for a replica) against "async", on a primary with one replica',
+        )
         flood = sub.add_parser("gate", help="critical SMS latency under a background flood, gate on and off")
         flood.add_argument("--seconds", type=float, default=20)
         flood.add_argument("--flood", type=int, default=5000)
@@ -115,13 +120,23 @@ class Command(BaseCommand):
         write_json(json_path, result)
         self.stdout.write(json.dumps(result, indent=2, sort_keys=True))
 
-    def bench_admission(self, calls, rounds, choices=False, folds=False, idempotency=False, **options):
-        from sluice_tools.bench import admission_bench, admission_folds
+    def bench_admission(
+        self, calls, rounds, choices=False, folds=False, idempotency=False, durability=False, **options
+    ):
+        from sluice_tools.bench import admission_bench, admission_durability, admission_folds
 
         def progress(done, total, last):
             shown = ", ".join(f"{k} {v:,.0f}/s" for k, v in last.items())
             self.stdout.write(f"round {done}/{total}: {shown}")
 
+        if durability:
+            result = admission_durability.run(calls, rounds, progress)
+            self.stdout.write(
+                f"a replicated notify() runs at {result['replicated_vs_async_rate']}x the rate of an async one; p50 "
+                f"{result['replicated_p50_ms']} against {result['async_p50_ms']} ms, p99 {result['replicated_p99_ms']} "
+                f"against {result['async_p99_ms']} ms; round trips {result['replicated_round_trips_per_notify']}"
+            )
+            return result
         if folds:
             result = admission_folds.run(calls, rounds, progress)
             self.stdout.write(

@@ -1,0 +1,42 @@
+"""Replicated durability: run a class's script and WAIT for its replicas in the same round trip."""
+
+from redis.exceptions import NoScriptError
+
+from .errors import NotReplicated
+
+#: What a replicated class confirms: an admission (admit_event.lua, a critical's retry push), a fold on the digest's
+#: own Redis (fold_handed.lua), a flush's handover of digests to a class on another Redis, and a send's end.
+STEPS = ("admission", "fold", "flush", "end")
+
+
+def run(script, keys, args, client, queue, klass, step):
+    """Run ``script`` (a redis-py Script) on ``client`` and return its reply. For a replicated ``queue`` (QueueConfig)
+    the script and ``WAIT replicas timeout`` go in one pipeline, one round trip; fewer replicas than asked raise
+    NotReplicated (the script's writes stay on the primary: confirmed or not, never undone)."""
+    if not queue.replicated:
+        return script(keys=keys, args=args, client=client)
+    reply, confirmed = _with_wait(script, keys, args, client, queue)
+    if confirmed < queue.durability_replicas:
+        raise NotReplicated(klass, step, confirmed, queue.durability_replicas, queue.durability_timeout_ms)
+    return reply
+
+
+def _with_wait(script, keys, args, client, queue):
+    """(the script's reply, replicas that confirmed), sent as EVALSHA and WAIT in one pipeline."""
+    reply, confirmed = _send(script, keys, args, client, queue)
+    if isinstance(reply, NoScriptError):
+        # A restarted or newly promoted primary has no scripts (SCRIPT LOAD is not replicated): load it, again.
+        script.sha = client.script_load(script.script)
+        reply, confirmed = _send(script, keys, args, client, queue)
+    for answer in (reply, confirmed):
+        if isinstance(answer, Exception):
+            raise answer
+    return reply, confirmed
+
+
+def _send(script, keys, args, client, queue):
+    # Not Script.__call__ on a pipeline: redis-py then asks SCRIPT EXISTS first, a round trip of its own.
+    pipe = client.pipeline(transaction=False)
+    pipe.evalsha(script.sha, len(keys), *keys, *args)
+    pipe.execute_command("WAIT", queue.durability_replicas, queue.durability_timeout_ms)
+    return pipe.execute(raise_on_error=False)
