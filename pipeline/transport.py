@@ -93,6 +93,10 @@ class Channel(redis.Channel):
     _block_next = False
     _housekept_at = float("-inf")
     _heartbeat_replies = 0
+    # The lists of a fetch whose connection failed before its reply came: Redis may have moved a message into this
+    # consumer's processing list and the reply died with the connection (a primary killed, a failover).
+    _lost_fetch = ()
+    _pending_lists = ()
 
     @cached_property
     def consumer_id(self):
@@ -129,6 +133,8 @@ class Channel(redis.Channel):
         if not lists:
             return
         self.housekeeping(lists)
+        if self._lost_fetch:
+            self._give_back_lost_fetch()
         if len(lists) == 1 or self._block_next:
             # Block on one list: the only one, or the first once fetch_any.lua found every list empty (a
             # message arriving on another list meanwhile waits for the next round, at most the timeout).
@@ -148,6 +154,7 @@ class Channel(redis.Channel):
         # dies, a processing list that nobody registered: a fetch is always preceded by its registration.
         heartbeat = self._heartbeat(lists)
         self._heartbeat_replies = len(heartbeat)
+        self._pending_lists = lists
         connection.send_packed_command(connection.pack_commands([*heartbeat, fetch]))
 
     def _heartbeat(self, lists):
@@ -173,8 +180,10 @@ class Channel(redis.Channel):
                     raise Empty()
                 reply = self.client.parse_response(connection, "BLMOVE" if source else "EVAL", **options)
             except self.connection_errors:
-                # As kombu does: disconnect, so the next round reconnects.
+                # As kombu does: disconnect, so the next round reconnects; and what the fetch may have moved is
+                # given back before the next one.
                 self._heartbeat_replies = 0
+                self._lost_fetch = self._pending_lists
                 connection.disconnect()
                 raise
             if reply is None:
@@ -188,6 +197,20 @@ class Channel(redis.Channel):
             if done:
                 self._in_poll = None
                 self._flush_brpop_reauth()
+
+    def _give_back_lost_fetch(self):
+        """Put back at the end workers take from whatever a fetch lost with its connection moved into this consumer's
+        processing lists. Between two fetches they hold nothing (a delivery leaves them as it is recorded), so all
+        of it is the lost fetch's; while this consumer lives no reaper would take it, and a failover's new primary
+        (replicated the move, never the reply) would keep it there until the worker died."""
+        moved = 0
+        with self.conn_or_acquire() as client:
+            for source in self._lost_fetch:
+                while client.lmove(keys.fetch_processing(self.consumer_id, source), source, "LEFT", "RIGHT"):
+                    moved += 1
+        self._lost_fetch = ()  # only once it worked: a Redis still away is tried again next round
+        if moved:
+            logger.warning("a fetch lost with its connection had taken %d message(s): put back in their queue", moved)
 
     def _deliver_fetched(self, source, raw):
         queue = source.rsplit(self.sep, 1)[0]
@@ -218,7 +241,7 @@ class Channel(redis.Channel):
         from .deadletters import add
 
         logger.error("a message on %s is not valid JSON: dead-lettered", source)
-        add("", "", {"raw": bytes_to_str(raw, errors="replace")[:4096]}, "undecodable", "not valid JSON", 1)
+        add("", "", {"raw": bytes_to_str(raw)[:4096]}, "undecodable", "not valid JSON", 1)
         with self.conn_or_acquire() as client:
             client.lrem(keys.fetch_processing(self.consumer_id, source), -1, raw)
 
