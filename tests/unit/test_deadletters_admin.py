@@ -12,7 +12,7 @@ URL = "/admin/sluice_notifications/deadletter/"
 
 
 def letter(n, reason="permanent", kind="task.comment", klass="routine"):
-    kwargs = {"notification_id": f"n{n}", "kind": kind, "user_id": 1, "entity_id": f"e{n}", "payload": {}}
+    kwargs = {"notification_id": f"notification-{n}", "kind": kind, "user_id": 1, "entity_id": f"e{n}", "payload": {}}
     return deadletters.add(f"sluice.send.{klass}", klass, kwargs, reason, f"error {n}", 1, ["email"])
 
 
@@ -24,11 +24,12 @@ def letters(redis_client):
 def test_staff_with_view_permission_sees_the_list_filtered(client, staff, letters):
     client.force_login(staff("viewer", "view_deadletter"))
     page = client.get(URL).content.decode()
-    assert all(f"n{n}" in page for n in (1, 2, 3))
+    # Ids no random token on the page (CSRF, the bell's) could contain by chance.
+    assert all(f"notification-{n}" in page for n in (1, 2, 3))
     assert "Replay selected" not in page  # no change permission, no replay
     filtered = client.get(URL, {"reason": "retries_exhausted"}).content.decode()
-    assert "n2" in filtered
-    assert "n1" not in filtered
+    assert "notification-2" in filtered
+    assert "notification-1" not in filtered
 
 
 def test_staff_without_permission_is_refused(client, staff, letters):
@@ -46,14 +47,14 @@ def test_replay_needs_change_and_discard_needs_delete(client, staff, letters, re
     assert client.post(URL, {"action": "discard", "ids": [letters[1].id]}).status_code == 403
     client.force_login(staff("cleaner", "view_deadletter", "delete_deadletter"))
     assert client.post(URL, {"action": "discard", "ids": [letters[1].id]}).status_code == 302
-    assert [entry.notification_id for entry in deadletters.entries()] == ["n3"]
+    assert [entry.notification_id for entry in deadletters.entries()] == ["notification-3"]
 
 
 def test_command_lists_replays_and_discards_by_filter(letters, redis_client):
     out = StringIO()
     call_command("deadletters", "list", "--json", "--kind", "task.comment", stdout=out)
     listed = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert sorted(entry["notification_id"] for entry in listed) == ["n1", "n2"]
+    assert sorted(entry["notification_id"] for entry in listed) == ["notification-1", "notification-2"]
     assert all("kwargs" not in entry for entry in listed)  # the payload stays out of the listing
     out = StringIO()
     call_command("deadletters", "replay", "--reason", "permanent", "--class", "routine", stdout=out)
@@ -62,7 +63,7 @@ def test_command_lists_replays_and_discards_by_filter(letters, redis_client):
     with pytest.raises(CommandError, match="--yes"):
         call_command("deadletters", "discard", stdout=StringIO())
     call_command("deadletters", "discard", "--yes", "--class", "background", stdout=StringIO())
-    assert [entry.notification_id for entry in deadletters.entries()] == ["n2"]
+    assert [entry.notification_id for entry in deadletters.entries()] == ["notification-2"]
 
 
 def test_command_replays_only_letters_older_than_asked(letters, redis_client):
