@@ -150,17 +150,7 @@ def test_a_failover_in_the_middle_of_a_run(sentinel_group, settings, tmp_path, h
         producer.stop.set()
         producer.join(10)
         client = get_redis()
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            try:
-                run_flush("test")
-                if drained(client):
-                    time.sleep(1)  # the last sends finish
-                    if drained(client):
-                        break
-            except Exception:  # noqa: BLE001 - the coordination client meets the switch too; it retries
-                pass
-            time.sleep(0.5)
+        flush_until_drained(client)
         settled = drained(client)
         leftover = {k: q for k, q in client.hgetall("unacked").items()} if not settled else {}
         alive = [w.klass for w in workers if w.process.poll() is None]
@@ -222,6 +212,22 @@ def test_a_failover_in_the_middle_of_a_run(sentinel_group, settings, tmp_path, h
     assert sum(result["folds_missing"].values()) <= folds_in_window
     for copies in result["duplicated"].values():
         assert window[0] <= copies[0]["t"] <= window[1] + 5, copies
+
+
+def flush_until_drained(client, seconds=90):
+    """Flush the digests until every queue, fold and unacked message is gone (or ``seconds`` pass), through the
+    switch: the coordination client meets it too, and retries."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            run_flush("test")
+            if drained(client):
+                time.sleep(1)  # the last sends finish
+                if drained(client):
+                    return
+        except Exception:  # noqa: BLE001 - a Redis error during the switch: the next round retries
+            pass
+        time.sleep(0.5)
 
 
 class Demotion(threading.Thread):
