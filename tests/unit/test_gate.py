@@ -56,18 +56,23 @@ def test_rate_is_never_exceeded_and_critical_goes_first(redis_client, channels):
     stop, grants = threading.Event(), []
     workers = hammer("background", stop, grants, threads=8)
     time.sleep(1.0)  # background senders fill the rate: the test is about grants over time
-    waits = []
+    asked = []
     for _ in range(5):
-        started = time.monotonic()
+        asked.append(time.time())
         with gate.slot("sms", "critical"):
             grants.append((time.time(), "critical"))
-        waits.append(time.monotonic() - started)
         time.sleep(0.5)  # critical sends spread over time, between the background grants
     stop.set()
     for worker in workers:
         worker.join()
-    # Within about one token interval (50 ms), never behind the 8 waiting background senders.
-    assert max(waits) < 0.5
+    # Never behind the 8 waiting background senders: between a critical send's request and its grant, at most a
+    # grant or two already on their way while it got to Redis (counted by order, not by the clock, which a loaded
+    # machine stretches); queued behind them it would see eight.
+    critical_at = [t for t, k in grants if k == "critical"]
+    overtaken = [
+        sum(1 for t, k in grants if k == "background" and a < t < c) for a, c in zip(asked, critical_at, strict=True)
+    ]
+    assert max(overtaken) <= 2, overtaken
     assert max_in_window([t for t, _ in grants]) <= 20 + 1
     # After each critical grant, background waited out the hold window.
     critical = [t for t, k in grants if k == "critical"]
@@ -100,21 +105,18 @@ def test_other_channels_and_other_partitions_are_not_affected(redis_client, chan
     stop, grants = threading.Event(), []
     workers = hammer("background", stop, grants, threads=4, payload={"brand": "acme"})
     time.sleep(0.3)  # acme's senders use up their partition's rate first: the test is about rates
-    started = time.monotonic()
-    for _ in range(50):
-        with gate.slot("email", "background"):
+    try:
+        # Without waiting at all (max_wait_s=0 raises GateTimeout when no room is there): email has no gate, so 50
+        # sends in a row pass; globex has its own bucket, with its token, not acme's saturated one.
+        for _ in range(50):
+            with gate.slot("email", "background", max_wait_s=0):
+                pass
+        with gate.slot("sms", "background", {"brand": "globex"}, max_wait_s=0):
             pass
-    email_took = time.monotonic() - started
-    started = time.monotonic()
-    for _ in range(3):
-        with gate.slot("sms", "background", {"brand": "globex"}, max_wait_s=5):
-            pass
-    other_brand_took = time.monotonic() - started
-    stop.set()
-    for worker in workers:
-        worker.join()
-    assert email_took < 1.0  # 50 sends at 20/s would take 2.5 s if email were gated
-    assert other_brand_took < 0.5  # its own bucket, not acme's saturated one
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join()
 
 
 @pytest.mark.parametrize("limit", [{"rate_per_s": 1, "burst": 1}, {"rate_per_s": None, "concurrency": 1}])
