@@ -97,6 +97,9 @@ class Channel(redis.Channel):
     # consumer's processing list and the reply died with the connection (a primary killed, a failover).
     _lost_fetch = ()
     _pending_lists = ()
+    # The fetch connection whose reconnections this channel watches, and whether it has connected once already.
+    _watched = None
+    _connected_once = False
 
     @cached_property
     def consumer_id(self):
@@ -147,6 +150,9 @@ class Channel(redis.Channel):
             fetch = ["EVAL", lua_source(engine_scripts.path("fetch_any")), len(lists) * 2, *lists, *processing]
         self._block_next = False
         connection = self.client.connection
+        if connection is not self._watched:
+            self._watched, self._connected_once = connection, bool(getattr(connection, "is_connected", False))
+            connection.register_connect_callback(self._on_fetch_connect)
         self._in_poll = connection
         self._brpop_sent_at = time.monotonic()
         # Every fetch says first, in the same write, that this consumer is alive and where it fetches from. A
@@ -197,6 +203,15 @@ class Channel(redis.Channel):
             if done:
                 self._in_poll = None
                 self._flush_brpop_reauth()
+
+    def _on_fetch_connect(self, connection):
+        """Every reconnection of the fetch connection, however the old one was lost (an error read by the fetch, by
+        the event loop, or by a delivery's record): what a fetch on it may have moved is given back before the
+        fetch after the next one (the next is already on its way; once it is answered, the lists hold nothing but
+        strays)."""
+        if self._connected_once:
+            self._lost_fetch = self._fetch_lists(self.active_queues)
+        self._connected_once = True
 
     def _give_back_lost_fetch(self):
         """Put back at the end workers take from whatever a fetch lost with its connection moved into this consumer's

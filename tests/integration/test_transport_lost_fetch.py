@@ -37,6 +37,28 @@ def test_a_message_moved_by_a_fetch_whose_reply_died_goes_back_to_its_queue(cons
     assert channel._lost_fetch == ()
 
 
+@pytest.mark.expected_errors("a fetch lost with its connection")
+def test_after_any_reconnection_a_stray_in_the_processing_list_goes_back(consumer, redis_client):  # noqa: F811
+    # However the fetch connection was lost (here cut while no fetch was pending: the record of a delivery, or the
+    # event loop, met the error), its reconnection makes the consumer put back what its processing lists hold.
+    connection, channel, received = consumer
+    publish()
+    connection.drain_events(timeout=5)
+    assert len(received) == 1
+    publish(queue="routine")
+    redis_client.lmove("routine", keys.fetch_processing(channel.consumer_id, "critical"), "RIGHT", "LEFT")
+    channel.client.connection.disconnect()  # the next fetch reconnects
+    for _ in range(4):  # the round after the reconnection puts it back; a later one fetches it
+        try:
+            connection.drain_events(timeout=2)
+        except TimeoutError:
+            continue
+        if len(received) == 2:
+            break
+    assert len(received) == 2
+    assert processing_lengths(redis_client) == 0
+
+
 @pytest.mark.expected_errors("is not valid JSON: dead-lettered")
 def test_a_message_that_is_not_json_is_dead_lettered_and_leaves_nothing_held(consumer, redis_client):  # noqa: F811
     connection, _channel, received = consumer
