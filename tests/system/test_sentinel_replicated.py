@@ -102,6 +102,19 @@ def every_sentinel_names(group, port):
     return True
 
 
+def rejoin_killed_primary(group, demoted):
+    """Start the killed primary again as the new primary's replica, and ``demoted`` watching it become one."""
+    # Restarted once every sentinel knows the new primary: a sentinel still on the old view would take the
+    # restarted, empty primary for the master and turn the promoted one into its replica, emptying it.
+    new_port = group.master_port()
+    wait_for(lambda: every_sentinel_names(group, new_port), 30, what="every sentinel naming the new primary")
+    # Empty (no persistence here), as a replica of the new primary, as a supervisor does with the configuration the
+    # sentinels rewrote.
+    group.primary.start()
+    group.primary.admin().replicaof("127.0.0.1", new_port)
+    demoted.start()
+
+
 def one_run(settings, folder, how):
     """One failover with traffic flowing: the figures of test_sentinel.py, and the acknowledged events lost."""
     folder.mkdir(parents=True)
@@ -135,15 +148,7 @@ def one_run(settings, folder, how):
             group.failover()
         promoted_at = wait_for_new_master(group, old_port)
         if how == "primary-killed":
-            # Restarted once every sentinel knows the new primary: a sentinel still on the old view would take the
-            # restarted, empty primary for the master and turn the promoted one into its replica, emptying it.
-            new_port = group.master_port()
-            wait_for(lambda: every_sentinel_names(group, new_port), 30, what="every sentinel naming the new primary")
-            # Empty (no persistence here), as a replica of the new primary, as a supervisor does with the
-            # configuration the sentinels rewrote.
-            group.primary.start()
-            group.primary.admin().replicaof("127.0.0.1", new_port)
-            demoted.start()
+            rejoin_killed_primary(group, demoted)
         rejoined_at = demoted.wait()
         # The new primary has a replica again: admissions are confirmed once more.
         wait_for(lambda: any(c["outcome"] == "accepted" and c["began"] > rejoined_at for c in producer.calls), 30)
