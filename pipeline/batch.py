@@ -54,6 +54,10 @@ class BatchConsumer:
         sources = keys.priority_lists(queue)
         processing = [keys.fetch_processing(self.id, source) for source in sources]
         self.client = redis_of(queue)
+        held_before = self.sources is not None
+        # Before the call: a take whose reply dies with its connection (a primary killed) may still have moved
+        # messages, and release() puts back what the processing lists hold only for a consumer with sources.
+        self.sources = sources
         reply = script("batch_take", on=self.client)(
             keys=[
                 keys.fetch_consumers(),
@@ -65,8 +69,8 @@ class BatchConsumer:
             args=[count, int(dead_after_s() * 1000), self.id],
         )
         self._alive_at = time.monotonic()
-        if reply:
-            self.sources = sources
+        if not reply and not held_before:
+            self.sources = None  # it took nothing, and holds nothing
         return [(reply[i].decode(), reply[i + 1]) for i in range(0, len(reply), 2)]
 
     def alive(self):
