@@ -214,16 +214,16 @@ def test_a_failover_in_the_middle_of_a_run(sentinel_group, settings, tmp_path, h
         assert window[0] <= copies[0]["t"] <= window[1] + 5, copies
 
 
-def flush_until_drained(client, seconds=90):
-    """Flush the digests until every queue, fold and unacked message is gone (or ``seconds`` pass), through the
-    switch: the coordination client meets it too, and retries."""
+def flush_until_drained(client, seconds=90, done=drained):
+    """Flush the digests until ``done(client)`` (by default: every queue, fold and unacked message is gone), or
+    ``seconds`` pass, through the switch: the coordination client meets it too, and retries."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
             run_flush("test")
-            if drained(client):
+            if done(client):
                 time.sleep(1)  # the last sends finish
-                if drained(client):
+                if done(client):
                     return
         except Exception:  # noqa: BLE001 - a Redis error during the switch: the next round retries
             pass

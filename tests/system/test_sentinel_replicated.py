@@ -156,11 +156,11 @@ def one_run(settings, folder, how):
         producer.stop.set()
         producer.join(10)
         client = get_redis()
-        flush_until_drained(client)
+        # Processing lists too: a message a fetch moved on the old primary, whose reply died with it, is put back
+        # by its consumer after it reconnects (pipeline/transport.py), or by the reaper within its bound (about 6 s
+        # here) when the worker replaced that consumer's channel; the figures name any lost single still held.
+        flush_until_drained(client, done=lambda c: drained(c) and not in_processing(c))
         done = drained(client)
-        # A message moved by a fetch the new primary got from the replica, while its reply died with the old
-        # primary, is put back by its live consumer before its next fetch (pipeline/transport.py); the figures name
-        # any lost single still found in a processing list.
         held = held_seqs(in_processing(client))
         counters = read_counters(client)
         unconfirmed = {
