@@ -322,7 +322,13 @@ def test_from_startproject_to_an_instant_a_digest_and_an_opt_out(host):
             """
         )
         assert outcomes == ["folded"] * 3
-        assert wait_for(lambda: DIGEST_SUBJECT in routine.output(), timeout=60), routine.output()[-3000:]
+        # Beat's next tick (every 2 s), the flush in the critical pool, then the routine worker's send: seconds
+        # alone, over a minute once on CI's two loaded cores; what each process said is shown if it never comes.
+        wait_for(
+            lambda: DIGEST_SUBJECT in routine.output(),
+            timeout=180,
+            what=lambda: f"the digest; critical: {critical.output()[-2000:]}\nroutine: {routine.output()[-2000:]}",
+        )
 
         # 4. The opt-out, on the host's own user page (its UserAdmin, with Sluice's inlines added).
         status = host.answer(
