@@ -9,8 +9,6 @@ provider records every send in Redis, so "exactly once" is counted, not assumed.
 import json
 import os
 import queue
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -21,12 +19,11 @@ import pytest
 
 from pipeline.redis import keys
 from sluice_tools.bench.provider import sent_records
-from sluice_tools.processes import ROOT, ManagedProcess, WorkerProcess
-from sluice_tools.redis_server import free_port
+from sluice_tools.processes import WorkerProcess
 from tests.waiting import wait_for
 
 from .test_reliability_worker import KINDS, UNACKED, channels
-from .test_web_server import deployed_command, up
+from .test_web_server import deployed_web, up
 
 REQUESTS = 2000
 CLIENTS = 8
@@ -81,22 +78,7 @@ def test_every_key_of_a_retry_storm_is_delivered_exactly_once(redis_client, redi
         "SLUICE_QUEUES": json.dumps(QUEUES),
         "SLUICE_CHANNELS": json.dumps(channels(1)),
     }
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
-    made = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", MAKE_USER_AND_TOKEN],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        timeout=60,
-        capture_output=True,
-        text=True,
-    )
-    user_pk, token = made.stdout.split()[-2:]
-    port = free_port()
-    command = deployed_command()
-    server = ManagedProcess(
-        "gunicorn", [sys.executable, "-m", "gunicorn", *command[1:], "--bind", f"127.0.0.1:{port}"], env
-    )
+    server, port, user_pk, token = deployed_web(env, MAKE_USER_AND_TOKEN)
     worker = WorkerProcess(
         "routine",
         redis_server.url,

@@ -23,8 +23,6 @@ import json
 import os
 import queue
 import random
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter, defaultdict
@@ -37,8 +35,8 @@ from pipeline.connections import get_redis
 from pipeline.durability import STEPS
 from pipeline.metrics import durability_field, read_counters
 from pipeline.redis import keys
-from sluice_tools.processes import ROOT, ManagedProcess, WorkerProcess
-from sluice_tools.redis_server import free_port, redis_binary
+from sluice_tools.processes import WorkerProcess
+from sluice_tools.redis_server import redis_binary
 from tests.conftest import need
 from tests.redis_topologies import SentinelGroup
 from tests.waiting import POLL_S, fetching, wait_for
@@ -47,7 +45,7 @@ from .test_ingest_retry_storm import CLIENTS, KIND, MAKE_USER_AND_TOKEN, QUEUES,
 from .test_reliability_redis import KINDS, drained, point_at, point_back, read_sends
 from .test_sentinel import Demotion, wait_for_new_master
 from .test_sentinel_replicated import held_seqs, in_processing, rejoin_killed_primary
-from .test_web_server import deployed_command, up
+from .test_web_server import deployed_web, up
 
 # Every class replicated; routine (the storm's kind) with room for every request, as in the storm without a kill.
 REPLICATED = {klass: {**QUEUES.get(klass, {}), "durability": "replicated"} for klass in CLASSES}
@@ -90,22 +88,7 @@ def start_web(group_url, tmp_path):
         "SLUICE_KINDS": json.dumps(KINDS),
         "SLUICE_QUEUES": json.dumps(REPLICATED),
     }
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
-    made = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", MAKE_USER_AND_TOKEN],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        timeout=60,
-        capture_output=True,
-        text=True,
-    )
-    user_pk, token = made.stdout.split()[-2:]
-    port = free_port()
-    command = deployed_command()
-    server = ManagedProcess(
-        "gunicorn", [sys.executable, "-m", "gunicorn", *command[1:], "--bind", f"127.0.0.1:{port}"], env
-    )
+    server, port, user_pk, token = deployed_web(env, MAKE_USER_AND_TOKEN)
     return server, port, int(user_pk), token, env
 
 

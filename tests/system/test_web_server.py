@@ -30,6 +30,27 @@ def deployed_command():
     return container["command"] + container.get("args", [])
 
 
+def deployed_web(env, make_user_and_token, **options):
+    """Migrate the database ``env`` names, run ``make_user_and_token`` (a shell script that prints a user's pk and a
+    raw ingest token), and build gunicorn as the chart runs it, on a free port: (the server, not started yet, its
+    port, the user's pk, the token)."""
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
+    made = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", make_user_and_token],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
+    user_pk, token = made.stdout.split()[-2:]
+    port = free_port()
+    command = deployed_command()
+    args = [sys.executable, "-m", "gunicorn", *command[1:], "--bind", f"127.0.0.1:{port}"]
+    return ManagedProcess("gunicorn", args, env, **options), port, user_pk, token
+
+
 def test_the_dockerfile_runs_the_same_web_server_as_the_chart():
     cmd = re.search(r"^CMD (\[.*\])$", (ROOT / "Dockerfile").read_text(), re.M)
     assert json.loads(cmd[1]) == deployed_command()
@@ -60,26 +81,9 @@ def test_one_slow_client_does_not_freeze_the_web_pod(redis_client, tmp_path):
         "REDIS_URL": os.environ["REDIS_URL"],
     }
     env = {**os.environ, **env}
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
-    made = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", MAKE_USER_AND_TOKEN],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        timeout=60,
-        capture_output=True,
-        text=True,
-    )
-    user_pk, token = made.stdout.split()[-2:]
-    port = free_port()
-    command = deployed_command()
-    assert command[0] == "gunicorn"
-    server = ManagedProcess(
-        "gunicorn",
-        [sys.executable, "-m", "gunicorn", *command[1:], "--bind", f"127.0.0.1:{port}"],
-        env,
-        ready_text="Listening at",
-    ).start()
+    assert deployed_command()[0] == "gunicorn"
+    server, port, user_pk, token = deployed_web(env, MAKE_USER_AND_TOKEN, ready_text="Listening at")
+    server.start()
     slow = []
     try:
         wait_for(lambda: up(port), timeout=60)  # both workers booted: they load Django first
