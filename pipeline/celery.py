@@ -118,6 +118,16 @@ class Connection(kombu.Connection):
         self.scheme = hostname.split("://", 1)[0] if isinstance(hostname, str) and "://" in hostname else None
         super().__init__(hostname, *args, **kwargs)
 
+    def switch(self, conn_str):
+        """kombu's switch to the next URL of a failover list, keeping Sluice's transport. kombu takes the next URL's
+        scheme as the transport, so a worker that moved to another sentinel of the list (its Redis failed over)
+        would run kombu's own Sentinel transport from then on: no reliable fetch, no heartbeat and no reaper, no
+        ceilings. Every URL of Sluice's list names a sentinel of the same Redis (pipeline.redis.addresses)."""
+        transport = self.transport_cls
+        super().switch(conn_str)
+        if transport in TRANSPORTS:
+            self.transport_cls = transport
+
     def as_uri(self, *args, **kwargs):
         uri = super().as_uri(*args, **kwargs)
         head, sep, rest = uri.partition("://")
