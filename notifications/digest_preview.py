@@ -37,7 +37,7 @@ def preview(user_id):
 
 
 def _single(fold, kind, user):
-    # As the send engine renders a fold's own message (notifications.delivery.engine.messages_of).
+    # As the send engine renders a fold's own message (notifications.delivery.messages.messages_of).
     context = {
         "kind": fold.kind,
         "entity_id": fold.entity_id or "",

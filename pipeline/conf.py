@@ -35,7 +35,7 @@ DEFAULT_DIGEST = {"flush_interval_s": 60, "max_keys": 200, "max_items": 20}
 # A user's digest lists at most this many groups, whatever SLUICE_DIGEST["max_items"] says: the message's size
 # stays bounded (each listed group carries its latest payload).
 MAX_DIGEST_ITEMS = 200
-# The most messages one send task of a class handles at once (notifications.delivery.engine): critical one at a
+# The most messages one send task of a class handles at once (pipeline.sending.engine): critical one at a
 # time, so a reminder never waits behind another; routine a moderate batch; background a larger one, for bulk
 # provider calls.
 # Not 1,000 for background: bench batches measured 200 within noise of 1,000 per slot (each message's own claim,
@@ -60,7 +60,7 @@ class QueueConfig:
     # The Redis of this class: its queue (the broker of its pool), admission, folds, overflow, throttles, send
     # claims, dead letters and counters (SLUICE_QUEUES[class]["redis_url"], by default SLUICE_REDIS_URL).
     redis_url: str = ""
-    # The most messages one send task takes from the queue and handles together (notifications.delivery.engine).
+    # The most messages one send task takes from the queue and handles together (pipeline.sending.engine).
     batch: int = 1
     # "replicated": admission, a fold and a send's end wait (WAIT, in the same round trip) for this many replicas
     # to confirm within durability_timeout_ms (pipeline.durability); "async" returns once the primary has it.

@@ -3,6 +3,20 @@
 import time
 from dataclasses import dataclass, field
 
+# The errors a backend raises: the send engine decides each message's end by them (pipeline.sending.results).
+from pipeline.sending.results import PermanentSendError, SendError, TransientSendError
+
+__all__ = [
+    "Accepted",
+    "BaseChannel",
+    "Message",
+    "PermanentSendError",
+    "SendError",
+    "SuppressedRecipient",
+    "TransientSendError",
+    "accepted",
+]
+
 
 @dataclass(frozen=True)
 class Message:
@@ -54,21 +68,6 @@ def accepted(answer):
     if isinstance(answer, Accepted):
         return answer.message_id, answer.recipient
     return answer, ""
-
-
-class SendError(Exception):
-    """A send failed."""
-
-
-class TransientSendError(SendError):
-    """Worth retrying later: a timeout, a 5xx, a rate limit at the provider."""
-
-
-class PermanentSendError(SendError):
-    """Retrying cannot help: no address, a 4xx, a rejected recipient."""
-
-    #: The dead letters' reason for it.
-    reason = "permanent"
 
 
 class SuppressedRecipient(PermanentSendError):

@@ -16,8 +16,9 @@ from redis.exceptions import RedisError
 
 from notifications.channels import get_channel, get_provider
 from notifications.channels.base import BaseChannel, PermanentSendError, TransientSendError, accepted
-from notifications.delivery import expiry, records
+from notifications.delivery import records
 from pipeline import breaker
+from pipeline.sending import expiry
 
 logger = logging.getLogger("sluice.providers")
 

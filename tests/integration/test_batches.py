@@ -10,7 +10,6 @@ from django.core.exceptions import ImproperlyConfigured
 
 from notifications.channels import locmem
 from notifications.channels.base import BaseChannel, PermanentSendError, TransientSendError
-from notifications.delivery import engine
 from pipeline import batch as fetch
 from pipeline import deadletters, marks
 from pipeline.celery import app
@@ -18,6 +17,7 @@ from pipeline.conf import sluice_settings
 from pipeline.message import envelope
 from pipeline.metrics import read_counters
 from pipeline.redis import keys
+from pipeline.sending import engine
 from tests import scripted
 from tests.waiting import settled, wait_for
 
@@ -38,7 +38,7 @@ def enqueue(redis_client, count, kind=KIND, queue="background", prefix="n"):
 @pytest.fixture
 def worker_on(redis_client, settings, monkeypatch):
     """Start an in-process worker (threads) on some queues, once the test has queued its messages."""
-    monkeypatch.setattr("notifications.delivery.endings.MAX_BACKOFF_S", 0)
+    monkeypatch.setattr("pipeline.sending.endings.MAX_BACKOFF_S", 0)
     locmem.clear()
     scripted.reset()
 
@@ -279,7 +279,7 @@ def test_a_batch_takes_no_more_than_its_share_of_the_ceiling_margin(worker_on, s
 def test_a_consumer_that_could_not_end_its_batch_is_retired(redis_client):
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    from notifications.delivery.tasks import end_or_retire
+    from pipeline.sending.send_task import end_or_retire
 
     current = fetch.consumer()
 

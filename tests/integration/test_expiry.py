@@ -10,12 +10,12 @@ from django.core.exceptions import ImproperlyConfigured
 
 from notifications import notify
 from notifications.channels.base import Message, TransientSendError
-from notifications.delivery import expiry
-from notifications.delivery.engine import send_deadline
 from pipeline import deadletters
 from pipeline.celery import app
 from pipeline.conf import sluice_settings
 from pipeline.metrics import read_counters
+from pipeline.sending import expiry
+from pipeline.sending.engine import send_deadline
 from tests import scripted
 from tests.waiting import settled, wait_for
 

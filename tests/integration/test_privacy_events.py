@@ -110,7 +110,7 @@ def worker(redis_client, settings, monkeypatch):
         "sms": {"backend": SCRIPTED},
         "push": {"backend": SCRIPTED, "rate_per_s": 1, "burst": 1, "max_wait_ms": 1},
     }
-    monkeypatch.setattr("notifications.delivery.endings.MAX_BACKOFF_S", 0)
+    monkeypatch.setattr("pipeline.sending.endings.MAX_BACKOFF_S", 0)
     scripted.reset()
     with start_worker(
         app,

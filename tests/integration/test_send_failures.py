@@ -23,7 +23,7 @@ SCRIPTED = "tests.scripted.ScriptedChannel"
 def worker(redis_client, settings, monkeypatch):
     """An in-process worker on every queue, one slot, scripted channels, and retries without waiting."""
     settings.SLUICE_CHANNELS = {name: {"backend": SCRIPTED} for name in ("email", "sms", "push")}
-    monkeypatch.setattr("notifications.delivery.endings.MAX_BACKOFF_S", 0)
+    monkeypatch.setattr("pipeline.sending.endings.MAX_BACKOFF_S", 0)
     scripted.reset()
     with start_worker(
         app,
@@ -53,7 +53,7 @@ def test_an_exception_outside_the_channels_is_retried_not_acked(worker, user, mo
             raise RuntimeError("template storage hiccup")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr("notifications.delivery.engine.render", render_once_broken)
+    monkeypatch.setattr("notifications.delivery.messages.render", render_once_broken)
     notify(user, "meeting.invitation", entity_id="m-1")
     wait_for(lambda: len(ids_sent()) == 1, what="the message sent (not acked without a send)")
     assert len(calls) == 2

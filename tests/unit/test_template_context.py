@@ -3,11 +3,11 @@ template exists only under the dotted spelling Sluice does not read."""
 
 import pytest
 
-from notifications.delivery.endings import Attempt
-from notifications.delivery.engine import messages_of
+from notifications.delivery.messages import messages_of
 from notifications.host_checks import check_template_spelling
 from notifications.kinds import get_kind
 from notifications.render import recipient, render
+from pipeline.sending.endings import Attempt
 
 KINDS = {"weekly.summary": {"class": "routine", "channels": ["email"]}}
 

@@ -2,11 +2,19 @@
 
 Message by message and in order, each channel's send passes the same rules: expiry (never sent late), the send claim
 (once per notification and channel) and the channel's gate (per message, never per batch), both in one round trip
-when they share a Redis (pipeline.send_claims.gated_claim), the send's deadline, the providers
-(notifications.delivery.failover, one call for the claimed sends of a channel that sends in bulk), and its end (marked
-sent and counted). Each message then ends on its own (notifications.delivery.endings): done, retried, back at the end
-of its queue, dead-lettered, or requeued. When the gate does not grant a send at once, the sends waiting go out
-first; when a critical send is what holds the channel, a batch gives back every message it has not started.
+when they share a Redis (pipeline.send_claims.gated_claim), the send's deadline, the providers (one call for the
+claimed sends of a channel that sends in bulk), and its end (marked sent and counted). Each message then ends on its
+own (pipeline.sending.endings): done, retried, back at the end of its queue, dead-lettered, or requeued. When the gate
+does not grant a send at once, the sends waiting go out first; when a critical send is what holds the channel, a
+batch gives back every message it has not started.
+
+What the engine does not know is handed in as a ``delivery`` (notifications.delivery.tasks.DELIVERY):
+
+- ``delivery.messages(attempt)``: the event's kind and its rendered message for each channel still to send (raises
+  endings.Ended when the message ends there, a kind no longer registered);
+- ``delivery.bulk(channel)``: whether the channel (a ChannelConfig) sends many messages in one call;
+- ``delivery.send(messages, channel, bulk)``: one result per message, in order: what the provider answered, or the
+  exception the message's send ends with (results.PermanentSendError, expiry.Expired, or any other: retried).
 """
 
 import dataclasses
@@ -14,15 +22,14 @@ import logging
 import time
 from contextlib import ExitStack
 
-from notifications import user_digest
-from notifications.channels.base import Message, PermanentSendError
-from notifications.delivery import endings, expiry, failover
-from notifications.delivery.endings import Ended
-from notifications.render import recipient, render
 from pipeline import batch as fetch
 from pipeline import gate, metrics
 from pipeline.conf import sluice_settings
 from pipeline.send_claims import ClaimedElsewhere, claim_ttl, describe, gated_claim, record_end
+
+from . import endings, expiry
+from .endings import Ended
+from .results import PermanentSendError
 
 logger = logging.getLogger("sluice.send")
 
@@ -55,11 +62,12 @@ class Item:
 class Batch:
     """The sends of one batch, grouped by channel until they go out together.
 
-    ``take`` returns more Items from the queue (after the first message passed its gate) or is None for a batch of
-    one; ``alive`` renews the batch's hold on what it took.
+    ``delivery`` renders and sends (the module's docstring); ``take`` returns more Items from the queue (after the
+    first message passed its gate) or is None for a batch of one; ``alive`` renews the batch's hold on what it took.
     """
 
-    def __init__(self, items, take=None, alive=None):
+    def __init__(self, delivery, items, take=None, alive=None):
+        self.delivery = delivery
         self.items = items
         self.take = take
         self.alive = alive or (lambda: None)
@@ -71,7 +79,7 @@ class Batch:
 
     def run(self):
         """Send every message and end each one; return the first message's Ending."""
-        prepare(self.items)
+        self.prepare(self.items)
         try:
             first = self.items[0]
             if ready(first):
@@ -80,7 +88,7 @@ class Batch:
             # would take messages only to give them back.
             if self.take is not None and first.held_back is None and not first.gate_timeout and not self.critical_seen:
                 taken = self.take()
-                prepare(taken)
+                self.prepare(taken)
                 self.items.extend(taken)
             for index in range(1, len(self.items)):
                 item = self.items[index]
@@ -94,6 +102,16 @@ class Batch:
             if not item.given_back and item.ending is None:
                 item.ending = conclude(item)
         return self.items[0].ending
+
+    def prepare(self, items):
+        """Render each item's event for every channel still to send (or end it: a kind no longer registered)."""
+        for item in items:
+            try:
+                item.kind_obj, item.messages = self.delivery.messages(item.attempt)
+            except Ended as ended:
+                item.ending = ended.ending
+            except Exception as exc:  # noqa: BLE001 - retried, like any unexpected failure
+                item.error = exc
 
     def summary(self):
         """How the batch's messages ended, in one line: "12 messages: 10 done, 1 retried, 0 dead-lettered, ..."."""
@@ -173,15 +191,14 @@ class Batch:
     def bulk(self, channel):
         """Does the channel's backend (every one of its providers') make one call for many messages?"""
         if channel not in self.bulk_channels:
-            conf = sluice_settings().channels[channel]
-            self.bulk_channels[channel] = all(route.backend.supports_send_many for route in failover.routes(conf))
+            self.bulk_channels[channel] = self.delivery.bulk(sluice_settings().channels[channel])
         return self.bulk_channels[channel]
 
     def send_group(self, channel, group):
         """One call for the group's messages; then each message's own result and its end, recorded."""
         messages = [message for _item, message in group]
         started = time.perf_counter()
-        results = failover.send(messages, sluice_settings().channels[channel], bulk=self.bulk(channel))
+        results = self.delivery.send(messages, sluice_settings().channels[channel], self.bulk(channel))
         seconds = time.perf_counter() - started
         for (item, message), result in zip(group, results, strict=True):
             status = "sent"
@@ -213,78 +230,8 @@ class Batch:
                 item.counted = True
 
 
-def prepare(items):
-    """Render each item's event for every channel still to send (or end it: a kind no longer registered)."""
-    for item in items:
-        try:
-            item.kind_obj, item.messages = messages_of(item.attempt)
-        except Ended as ended:
-            item.ending = ended.ending
-        except Exception as exc:  # noqa: BLE001 - retried, like any unexpected failure
-            item.error = exc
-
-
 def ready(item):
     return not item.given_back and item.ending is None and item.error is None
-
-
-def messages_of(attempt):
-    """The event's kind and its rendered message for each channel still to send; dead-letters (raises Ended) an
-    event whose kind is no longer registered."""
-    kwargs = attempt.kwargs
-    kind, channels = kwargs.get("kind"), kwargs.get("channels")
-    kind_obj = sluice_settings().kinds.get(kind)
-    if kind_obj is None:
-        # Settings changed between publish and send: kept for a replay once the kind is back.
-        endings.dead_letter(attempt, "unknown_kind", f"kind {kind!r} is no longer registered", channels)
-    expires_at = attempt.expires_at(kind_obj)
-    entity_id, payload, count = kwargs.get("entity_id"), kwargs.get("payload"), kwargs.get("count", 1)
-    user_id = kwargs.get("user_id")
-    extra = {k: v for k, v in kwargs.items() if k not in _SEND_ARGS}
-    context = {"kind": kind, "entity_id": entity_id, "payload": payload, "count": count, "user": recipient(user_id)}
-    context.update(extra)
-    # A routine fold of several events is a digest; a background collapse shows only the latest state. A fold of
-    # a coarser grain (user|kind, or the user) always reads as one, whatever the class.
-    grain = extra.get("grain", "entity")
-    html = ""
-    if "digest" in extra:
-        # One digest per user (digest.grouping): its listed folds render with sluice/digest/user.txt and user.html.
-        subject, body, html = user_digest.render(extra["digest"], context["user"], sluice_settings().kinds)
-    else:
-        digest = (count > 1 and kind_obj.klass == "routine") or grain != "entity"
-        subject, body = render(kind_obj, context, digest=digest)
-    messages = [
-        Message(
-            id=kwargs.get("notification_id"),
-            channel=channel,
-            kind=kind,
-            klass=kind_obj.klass,
-            user_id=user_id,
-            entity_id=entity_id,
-            subject=subject,
-            body=body,
-            html=html,
-            payload=payload,
-            count=count,
-            first_seen=extra.get("first_seen"),
-            expires_at=expires_at,
-        )
-        for channel in channels_of(kind_obj, channels)
-    ]
-    return kind_obj, messages
-
-
-def channels_of(kind, channels):
-    """The channels to send on: the kind's (those named in ``channels`` only, when given), and an inbox
-    escalation's channels (notifications.inbox.escalation) when ``channels`` names them."""
-    if channels is None:
-        return kind.channels
-    escalation = kind.escalate[1] if kind.escalate else ()
-    return [channel for channel in dict.fromkeys((*kind.channels, *escalation)) if channel in channels]
-
-
-# A send task's own arguments; any other is context for its template (a digest's grain, first_seen ...).
-_SEND_ARGS = ("notification_id", "kind", "user_id", "entity_id", "payload", "count", "channels", "expires_at")
 
 
 def conclude(item):

@@ -9,11 +9,12 @@ import dataclasses
 import logging
 import time
 
-from notifications.delivery import expiry
 from pipeline import deadletters
 from pipeline.conf import sluice_settings
 from pipeline.republish import republish
 from pipeline.send_claims import describe
+
+from . import expiry
 
 logger = logging.getLogger("sluice.send")
 
