@@ -1,6 +1,7 @@
 """notify() and notify_on_commit(): validate an event completely, then publish it or raise."""
 
 import json
+import re
 import uuid
 
 from django.contrib.auth import get_user_model
@@ -61,9 +62,16 @@ def check_idempotency_key(key, name="idempotency_key"):
         raise InvalidIdempotencyKey(f"{name} must not be empty")
     if len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
         raise InvalidIdempotencyKey(f"{name} is {len(key)} characters; the limit is {MAX_IDEMPOTENCY_KEY_LENGTH}")
-    if any(ord(c) < 32 or 127 <= ord(c) < 160 or 0xD800 <= ord(c) <= 0xDFFF for c in key):
+    if _KEY_REFUSED.search(key):
         raise InvalidIdempotencyKey(f"{name} must not contain control characters or lone surrogates")
     return key
+
+
+# What an entity id and an idempotency key must not hold: control characters (C1 too, for a key) and lone
+# surrogates. A compiled class scans in C: notify() checks every entity id, and a loop over its characters in Python
+# was a tenth of notify()'s own CPU.
+_ENTITY_REFUSED = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+_KEY_REFUSED = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def _validate(user, kind, entity_id, payload, idempotency_key=None, scope=NOTIFY_SCOPE):
@@ -92,7 +100,7 @@ def _entity_id(entity_id, limit):
         raise InvalidEntityId("entity_id must not be empty")
     if len(entity_id) > limit:
         raise InvalidEntityId(f"entity_id is {len(entity_id)} characters; the limit is {limit}")
-    if any(ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF for c in entity_id):
+    if _ENTITY_REFUSED.search(entity_id):
         raise InvalidEntityId("entity_id must not contain control characters or lone surrogates")
     return entity_id
 

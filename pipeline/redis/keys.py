@@ -50,7 +50,11 @@ def fold_members(user_id, kind, entity_id, klass):
 
 
 def _part(value):
-    return _cached_part(value) if isinstance(value, str) else json.dumps(value)
+    if isinstance(value, str):
+        return _cached_part(value)
+    if type(value) is int:  # a user's pk, on every notify(): what json.dumps writes for an int, without its cost
+        return int.__repr__(value)
+    return json.dumps(value)
 
 
 @lru_cache(maxsize=1024)
