@@ -122,7 +122,8 @@ class Batch:
                 ends["given back"] += 1
             else:
                 ends[names.get(item.ending.kind, "requeued") if item.ending else "requeued"] += 1
-        return f"{len(self.items)} messages: " + ", ".join(f"{n} {end}" for end, n in ends.items())
+        count = len(self.items)
+        return f"{count} message{'' if count == 1 else 's'}: " + ", ".join(f"{n} {end}" for end, n in ends.items())
 
     def send_item(self, index, item):
         for position, message in enumerate(item.messages):
