@@ -108,11 +108,16 @@ def rejoin_killed_primary(group, demoted):
     # restarted, empty primary for the master and turn the promoted one into its replica, emptying it.
     new_port = group.master_port()
     wait_for(lambda: every_sentinel_names(group, new_port), 30, what="every sentinel naming the new primary")
-    # Empty (no persistence here), and a replica of the new primary from its first instant, as a supervisor does with
-    # the configuration the sentinels rewrote (docs/redis.md). Started as a master and turned into a replica a moment
-    # later, it seems to have been taken for the primary once in that moment: the promoted one's data set was
-    # replaced by its empty one (every pending fold and 27 queued singles gone).
-    group.primary.args = [*group.primary.args, "--replicaof", "127.0.0.1", str(new_port)]
+    # Empty (no persistence here), a replica of the new primary from its first instant, as a supervisor does with the
+    # configuration the sentinels rewrote, and never promoted (replica-priority 0), as docs/redis.md tells operators:
+    # with neither, a sentinel that wrongly saw the new primary down a second after the switch (down-after is 1 s
+    # here) ran a second failover, promoted this empty node before it had synced, and the new primary's whole data
+    # set went with it (every queued single and pending fold: seen with its sentinels' logs).
+    group.primary.args = [
+        *group.primary.args,
+        *("--replicaof", "127.0.0.1", str(new_port)),
+        *("--replica-priority", "0"),
+    ]
     group.primary.start()
     demoted.start()
 
