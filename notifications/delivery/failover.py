@@ -41,6 +41,11 @@ def routes(channel):
     return [Route(p.name, get_provider(channel.name, p.name), p.breaker) for p in channel.providers]
 
 
+def sends_in_bulk(channel):
+    """Whether every route of ``channel`` (a ChannelConfig) makes one call for many messages (send_many)."""
+    return all(route.backend.supports_send_many for route in routes(channel))
+
+
 def send(messages, channel, bulk=False):
     """Send ``messages`` of ``channel`` (a ChannelConfig); return one result per message, in order: (provider, the
     provider's id for it) when one accepted it (provider None for a channel without providers), else the exception

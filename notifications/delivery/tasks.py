@@ -14,12 +14,8 @@ class Delivery:
     """The face's part of a send, handed to the engine (pipeline.sending.engine says what each method answers)."""
 
     messages = staticmethod(messages.messages_of)
+    bulk = staticmethod(failover.sends_in_bulk)
     send = staticmethod(failover.send)
-
-    @staticmethod
-    def bulk(channel):
-        """Whether every route of ``channel`` (a ChannelConfig) makes one call for many messages."""
-        return all(route.backend.supports_send_many for route in failover.routes(channel))
 
 
 DELIVERY = Delivery()

@@ -167,8 +167,9 @@ def one_run(settings, folder, how):
         # by its consumer after it reconnects (pipeline/transport.py), or by the reaper within its bound (about 6 s
         # here) when the consumer was cut off (a replaced channel, a batch whose end failed); nothing stays held.
         flush_until_drained(client, done=lambda c: drained(c) and not in_processing(c))
-        done = drained(client) and not in_processing(client)
-        held = held_seqs(in_processing(client))
+        still_held = in_processing(client)
+        done = drained(client) and not still_held
+        held = held_seqs(still_held)
         counters = read_counters(client)
         unconfirmed = {
             f"{klass}:{step}": counters[durability_field(klass, step)]
