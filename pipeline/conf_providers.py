@@ -1,9 +1,11 @@
 """The providers of a channel and their circuit breakers, as SLUICE_CHANNELS[channel]["providers"] and
 ["breaker"] give them (part of the settings resolver, pipeline.conf)."""
 
+import importlib.util
 import re
 from dataclasses import dataclass, field
 
+from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
@@ -51,10 +53,20 @@ BREAKER_RATIOS = ("open_failure_ratio", "open_slow_ratio", "close_failure_ratio"
 
 
 def backend_path(backend, setting):
-    if not isinstance(backend, str) or not backend:
+    """``backend`` if it is a dotted path to something importable, else ImproperlyConfigured naming ``setting``.
+
+    Before Django has loaded its apps (Celery reads its configuration first, in `celery -A pipeline beat`), only the
+    module is looked up, not run: a backend's module may import models (the inbox's does), which cannot be imported
+    yet. The whole path is imported by the sluice.E002 check, which runs once the apps are loaded, and by its first
+    send."""
+    module, _, name = backend.rpartition(".") if isinstance(backend, str) else ("", "", "")
+    if not module or not name:
         raise ImproperlyConfigured(f"{setting} must be a dotted path, got {backend!r}")
     try:
-        import_string(backend)
+        if apps.ready:
+            import_string(backend)
+        elif importlib.util.find_spec(module) is None:
+            raise ImportError(f"No module named {module!r}")
     except ImportError as exc:
         raise ImproperlyConfigured(f"{setting} cannot be imported: {exc}") from exc
     return backend
