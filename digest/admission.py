@@ -1,8 +1,10 @@
-"""Run admission's Lua for one event: admit_event.lua on the class's Redis, then fold_handed.lua on the digest's."""
+"""Run admission's Lua for one event, or a batch: admit_event.lua on the class's Redis, then fold_handed.lua on the
+digest's."""
 
 import logging
 from contextlib import suppress
 from functools import lru_cache
+from typing import NamedTuple
 
 from redis.exceptions import RedisError
 
@@ -36,6 +38,57 @@ def admit_event(
     """
     kind = event.kind
     elsewhere = client is None and folds_elsewhere(kind.klass)
+    request = _request(event, queue, message, plan, digest, notification_id, elsewhere, escalation, idempotency_ttl_s)
+    reply = durability.run(
+        script("admit_event"),
+        keys=request.keys,
+        args=request.args,
+        client=client or class_redis(kind.klass),
+        queue=queue,
+        klass=kind.klass,
+        step="admission",
+    )
+    return _decided(event, queue, request, reply)
+
+
+def admit_events(events, queue, digest, escalation=None, idempotency_ttl_s=0):
+    """admit_event() for many events of one class, (event, message, plan) each, in one round trip to the class's
+    Redis (a pipeline, with one WAIT at its end for a replicated class); return their Admissions in order. A fold
+    on the digest's own Redis still takes its own second round trip. NotReplicated when the replicas did not
+    confirm: every event of the batch is then unconfirmed (its admission stays on the primary)."""
+    if not events:
+        return []
+    klass = events[0][0].kind.klass
+    elsewhere = folds_elsewhere(klass)
+    requests = [
+        _request(event, queue, message, plan, digest, event.notification_id, elsewhere, escalation, idempotency_ttl_s)
+        for event, message, plan in events
+    ]
+    replies = durability.run_many(
+        script("admit_event"),
+        [(request.keys, request.args) for request in requests],
+        client=class_redis(klass),
+        queue=queue,
+        klass=klass,
+        step="admission",
+    )
+    return [
+        _decided(event, queue, request, reply)
+        for (event, _message, _plan), request, reply in zip(events, requests, replies, strict=True)
+    ]
+
+
+class _Request(NamedTuple):
+    """One event's admit_event.lua call: its KEYS and ARGV, and what a handover to the digest's Redis needs."""
+
+    keys: list
+    args: list
+    constants: bytes
+    grains: tuple
+
+
+def _request(event, queue, message, plan, digest, notification_id, elsewhere, escalation, idempotency_ttl_s):
+    kind = event.kind
     idempotency = event.idempotency
     entity, by_kind, by_user = members(event.user_id, kind.name, event.entity_id, kind.klass)
     constants = wire.kind_constants(
@@ -48,45 +101,44 @@ def admit_event(
         elsewhere,
         tuple(escalation) if escalation else None,
     )
-    reply = durability.run(
-        script("admit_event"),
-        keys=[
-            *wire.request(
-                wire.ADMIT_KEYS,
-                **_store_keys(kind.klass, elsewhere),
-                preferences=keys.preferences(event.user_id),
-                throttle=keys.throttle(event.user_id, kind.name) if kind.throttle else keys.UNTHROTTLED,
-                # Folded elsewhere: the class's Redis is never even handed a fold's key.
-                fold_entity=keys.ELSEWHERE if elsewhere else keys.fold(entity),
-                fold_kind=keys.ELSEWHERE if elsewhere else keys.fold(by_kind),
-                fold_user=keys.ELSEWHERE if elsewhere else keys.fold(by_user),
-                idempotency=idempotency or keys.NO_IDEMPOTENCY,
-            ),
-            *_queue_keys(queue.name),
-        ],
-        args=wire.request(
-            wire.ADMIT_ARGS,
-            layout=wire.ADMIT_LAYOUT,
-            constants=constants,
-            message=message,
-            payload=event.payload_json,
-            member_entity=entity,
-            member_kind=by_kind,
-            member_user=by_user,
-            entity=event.entity_id,
-            notification=notification_id,
-            idempotency_ttl=idempotency_ttl_s if idempotency else 0,
+    request_keys = [
+        *wire.request(
+            wire.ADMIT_KEYS,
+            **_store_keys(kind.klass, elsewhere),
+            preferences=keys.preferences(event.user_id),
+            throttle=keys.throttle(event.user_id, kind.name) if kind.throttle else keys.UNTHROTTLED,
+            # Folded elsewhere: the class's Redis is never even handed a fold's key.
+            fold_entity=keys.ELSEWHERE if elsewhere else keys.fold(entity),
+            fold_kind=keys.ELSEWHERE if elsewhere else keys.fold(by_kind),
+            fold_user=keys.ELSEWHERE if elsewhere else keys.fold(by_user),
+            idempotency=idempotency or keys.NO_IDEMPOTENCY,
         ),
-        client=client or class_redis(kind.klass),
-        queue=queue,
-        klass=kind.klass,
-        step="admission",
+        *_queue_keys(queue.name),
+    ]
+    args = wire.request(
+        wire.ADMIT_ARGS,
+        layout=wire.ADMIT_LAYOUT,
+        constants=constants,
+        message=message,
+        payload=event.payload_json,
+        member_entity=entity,
+        member_kind=by_kind,
+        member_user=by_user,
+        entity=event.entity_id,
+        notification=notification_id,
+        idempotency_ttl=idempotency_ttl_s if idempotency else 0,
     )
+    return _Request(request_keys, args, constants, (entity, by_kind, by_user))
+
+
+def _decided(event, queue, request, reply):
+    """The Admission of admit_event.lua's ``reply``, after the fold on the digest's Redis when it handed one over."""
     done = wire.decode_reply(reply)
     if done.handover is not None:
-        folded = _fold_handed(event, queue, constants, (entity, by_kind, by_user), reply, done, idempotency)
+        idempotency = event.idempotency
+        folded = _fold_handed(event, queue, request.constants, request.grains, reply, done, idempotency)
         if idempotency and folded.outcome not in wire.RECORDED:
-            _forget(kind.klass, idempotency)
+            _forget(event.kind.klass, idempotency)
         return folded
     return done
 

@@ -79,6 +79,12 @@ def plan_field(kind_name):
     return f"k:{kind_name}"
 
 
+def escalation_plan_field(kind_name):
+    """The mirror's field holding what a user's choices make of a kind's escalation channels outside the kind's own
+    (a plan of those channels alone; off is in neither list)."""
+    return f"e:{kind_name}"
+
+
 def request(names, **fields):
     """One script's KEYS or ARGV, in the order of ``names``; a missing or unknown field raises, naming it."""
     try:
@@ -118,7 +124,12 @@ def kind_constants(kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes, e
             "elsewhere": bool(elsewhere),
             # An inbox item's escalation: its channels ("" for any other event).
             "escalate": ",".join(escalate),
-            "mirror": {"plan": plan_field(kind.name), "quiet": QUIET_FIELD, "cadence": CADENCE_FIELD},
+            "mirror": {
+                "plan": plan_field(kind.name),
+                "quiet": QUIET_FIELD,
+                "cadence": CADENCE_FIELD,
+                "escalation": escalation_plan_field(kind.name),
+            },
             # Counter fields less their last label (an outcome, a reason, a grain: names the Lua already speaks),
             # from pipeline.metrics; whole names would triple what every call sends.
             "counter_prefix": notifications_field(klass, ""),

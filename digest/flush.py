@@ -17,7 +17,7 @@ from redis.exceptions import RedisError
 
 from digest import fold_store, grouping, user_claims
 from digest.fold_store import script
-from pipeline import metrics
+from pipeline import housekeeping, metrics
 from pipeline.celery import task
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.connections import class_redis, fold_store_classes, folds_elsewhere, get_redis
@@ -40,10 +40,10 @@ DRAIN_LIMIT = 1000
 
 @task(name=FLUSH_TASK, ignore_result=True)
 def flush(trigger="beat"):
-    """Publish every pending fold in one digest per user and channel (digest.grouping); return how many messages
-    were published."""
+    """Publish the pending folds in one digest per user and channel (digest.grouping), a step within its budget per
+    fold store (the drain task finishes what it left); return how many messages were published."""
     try:
-        return run_flush(trigger)
+        return run_flush(trigger, budget_s=housekeeping.STEP_BUDGET_S)
     finally:
         for client in _stores():
             # Free the trigger once the flush got the pending keys below the threshold. If full queues kept
@@ -63,7 +63,7 @@ def drain():
         with _each_store(client):
             backlog = backlog or bool(client.exists(keys.flush_backlog()))
     if backlog:
-        return run_flush("backlog")
+        return run_flush("backlog", budget_s=housekeeping.STEP_BUDGET_S)
     return drain_overflows()
 
 
@@ -92,9 +92,13 @@ def enqueue_size_flush():
     flush.apply_async(kwargs={"trigger": "size"})
 
 
-def run_flush(trigger, batch=BATCH, lease_s=LEASE_S):
-    """Flush every fold store: recover dead claims, then claim and publish in batches until pending is empty or a
-    queue is full; then drain the overflows. Return how many digests were published."""
+def run_flush(trigger, batch=None, lease_s=LEASE_S, budget_s=None):
+    """Flush every fold store: recover dead claims, then claim and publish in batches until pending is empty, a
+    queue is full or the store's step has spent ``budget_s`` (what is left is the drain task's, as a backlog); then
+    drain the overflows. Return how many digests were published.
+
+    With ``budget_s``, each store's step runs under the flush's lease there (pipeline.housekeeping): a store whose
+    flush runs elsewhere is skipped. Without it (tools, tests), every store is flushed to the end, unleased."""
     for receiver, outcome in flush_started.send_robust(sender=run_flush, trigger=trigger):
         if isinstance(outcome, Exception):
             # A receiver's failure (a database outage while the preferences rebuild their mirror) must not
@@ -105,19 +109,33 @@ def run_flush(trigger, batch=BATCH, lease_s=LEASE_S):
     stores = fold_store_classes()
     for index, (url, classes) in enumerate(stores.items()):
         client = get_redis(url)
-        with _each_store(client):
+        with _each_store(client), _store_step(client, classes, budget_s) as step:
+            if step is None:
+                continue  # this store's flush runs in another worker: it publishes what is due
             # One flush counts once (sluice_digest_flushes_total), on the first store, however many stores it
             # went through.
             counted = index == 0
-            published += _flush_store(client, classes, trigger, batch, lease_s, full, counted)
+            published += _flush_store(client, classes, trigger, batch or BATCH, lease_s, full, counted, step)
     drained = drain_overflows()
     # One line a flush, even an empty one: at INFO, a worker's log shows beat's flush is running.
     logger.info("flush (%s): %d digest messages published, %d overflow messages moved", trigger, published, drained)
     return published
 
 
-def _flush_store(client, classes, trigger, batch, lease_s, full, counted=True):
-    """Flush the fold store on ``client`` (holding ``classes``' folds and queues); return digests published."""
+@contextmanager
+def _store_step(client, classes, budget_s):
+    """The flush's step on one fold store: leased and within ``budget_s``, or unbounded without one."""
+    if budget_s is None:
+        yield housekeeping.unbounded()
+        return
+    with housekeeping.step(FLUSH_TASK, "+".join(classes), client, budget_s) as step:
+        yield step
+
+
+def _flush_store(client, classes, trigger, batch, lease_s, full, counted=True, step=None):
+    """Flush the fold store on ``client`` (holding ``classes``' folds and queues) until done, full, or ``step`` (a
+    pipeline.housekeeping.Step) is over; return digests published."""
+    step = step or housekeeping.unbounded()
     published = 0
     for stale in fold_store.expired_claims(client):
         fold_store.renew(stale, lease_s, client)
@@ -127,6 +145,7 @@ def _flush_store(client, classes, trigger, batch, lease_s, full, counted=True):
     # Each class claims no more of its keys than its own queue has room for, measured again before each batch:
     # a flusher that dies holding a claim holds at most that (and one user's keys past it), never the other
     # classes' room too.
+    # At least one batch a step, however small its budget: every step makes progress.
     while any((rooms := _rooms(classes, full)).values()):
         # One claim id per batch: a key folded again after its digest went out is claimed anew, under
         # a new id, so its next digest never shares a notification id (and a dedup) with the last.
@@ -138,13 +157,16 @@ def _flush_store(client, classes, trigger, batch, lease_s, full, counted=True):
             exhausted = not members.left
             break
         published += _publish(claim_id, members, full, client, classes)
+        if step.over():
+            break
     pipe = client.pipeline(transaction=False)
     if exhausted:
         pipe.delete(keys.flush_backlog())
     else:
-        # Full queues stopped this flush before its keys ran out: the drain task finishes it as room
-        # frees, rather than leaving the digests to the next interval.
+        # Full queues, or the step's budget, stopped this flush before its keys ran out: the drain task (every few
+        # seconds) finishes it, a step at a time, rather than leaving the digests to the next interval.
         pipe.set(keys.flush_backlog(), time.time(), ex=3600)
+        step.more = True
     now = time.time()
     stats = {"last_flush_at": now, "last_flush_size": published, metrics.last_flush_field(trigger): now}
     pipe.hset(keys.digest_stats(), mapping=stats)

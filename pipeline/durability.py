@@ -40,3 +40,30 @@ def _send(script, keys, args, client, queue):
     pipe.evalsha(script.sha, len(keys), *keys, *args)
     pipe.execute_command("WAIT", queue.durability_replicas, queue.durability_timeout_ms)
     return pipe.execute(raise_on_error=False)
+
+
+def run_many(script, calls, client, queue, klass, step):
+    """run() for many calls of one script, [(keys, args)], in one round trip: one pipeline, with one WAIT at its end
+    for a replicated ``queue`` (it confirms every write before it). Return the replies in order; raise the first
+    error a call met, or NotReplicated for the whole batch."""
+    replies = _send_many(script, calls, client, queue)
+    if any(isinstance(reply, NoScriptError) for reply in replies):
+        script.sha = client.script_load(script.script)
+        replies = _send_many(script, calls, client, queue)
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    if queue.replicated:
+        confirmed = replies.pop()
+        if confirmed < queue.durability_replicas:
+            raise NotReplicated(klass, step, confirmed, queue.durability_replicas, queue.durability_timeout_ms)
+    return replies
+
+
+def _send_many(script, calls, client, queue):
+    pipe = client.pipeline(transaction=False)
+    for keys, args in calls:
+        pipe.evalsha(script.sha, len(keys), *keys, *args)
+    if queue.replicated:
+        pipe.execute_command("WAIT", queue.durability_replicas, queue.durability_timeout_ms)
+    return pipe.execute(raise_on_error=False)

@@ -241,3 +241,13 @@ def digest_messages_field(klass):
 def digest_events_field(klass):
     """sluice_digest_events_total{class}: the folded events those messages carry."""
     return f"digest_events:{klass}"
+
+
+#: sluice_housekeeping_steps_total{task, scope, result}: steps of a housekeeping task (pipeline.housekeeping) that
+#: caught up, left work for the next step, or were skipped (another step of the task held its lease).
+HOUSEKEEPING_PREFIX = "housekeeping:"
+
+
+def housekeeping_field(task, scope, result):
+    """sluice_housekeeping_steps_total{task, scope, result}."""
+    return f"{HOUSEKEEPING_PREFIX}{task}:{scope}:{result}"

@@ -30,9 +30,10 @@ def celery_queue_settings():
     """Celery settings that declare exactly the three class queues and route to them."""
     queues = sluice_settings().queues
     routes = {send_task_name(k): {"queue": queues[k].name} for k in CLASSES}
-    # Control work (flush, overflow drain, inbox escalations) must not wait behind the backlog it relieves or the
-    # background flood it would sit in; the critical pool is sized for latency and mostly idle, so it runs these
-    # short, bounded tasks at once.
+    # Control work (flush, overflow drain, the inbox escalations' tick) must not wait behind the backlog it relieves
+    # or the background flood it would sit in; the critical pool is sized for latency and mostly idle, so it runs
+    # these short tasks at once, each a bounded step (pipeline.housekeeping). The escalations themselves run on their
+    # class's own pool: the tick only asks it for a step (notifications.inbox.tasks).
     for control in ("sluice.digest.flush", "sluice.overflow.drain", "sluice.inbox.escalate"):
         routes[control] = {"queue": queues["critical"].name}
     return {

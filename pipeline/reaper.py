@@ -7,7 +7,8 @@ across every worker (a lock), runs every quarter of ``fetch_dead_after_s`` in ea
 1. it walks the whole registry with SSCAN, a chunk a round trip, and notes the dead consumers and what each holds;
 2. it reaps those holding messages first, the most first, then forgets the empty ones;
 3. each reap step is one Lua call that moves at most ``STEP`` messages back, so no call runs unbounded: a
-   consumer holding more takes several steps, and other clients' commands run between them.
+   consumer holding more takes several steps, and other clients' commands run between them; a scan past its
+   allowance (``SCAN_ALLOWANCE_S``) reaps no further consumer and leaves them to the next scan.
 
 So a dead consumer's messages are back in their queue within ``bound_s()``: its heartbeat expires at most
 ``fetch_dead_after_s`` after the kill, the next scan starts within a quarter of it, and the scan itself takes
@@ -15,6 +16,7 @@ well under ``SCAN_ALLOWANCE_S`` (docs/reliability.md gives the measured figures)
 pipeline.redis.keys; the Lua script is given each one.
 """
 
+import time
 from dataclasses import dataclass, field
 
 from pipeline.connections import lua_source
@@ -67,11 +69,16 @@ def scan(client, dead_after_s, restore_tag):
     lock_ms = max(1, int(interval_s(dead_after_s) * 1000 * LOCK_SHARE))
     if not client.set(keys.fetch_reaper_lock(), 1, nx=True, px=lock_ms):
         return []
+    # A scan runs in a worker's own loop, between its fetches: past its allowance it leaves the rest for the next
+    # scan (a quarter of dead_after_s later), as every housekeeping step does (pipeline.housekeeping).
+    deadline = time.monotonic() + SCAN_ALLOWANCE_S
     found = dead_consumers(client)
     # Those that hold messages first, the most first: an empty one costs nothing but its removal.
     found.sort(key=lambda dead: -dead.held)
     reaped = []
     for dead in found:
+        if time.monotonic() > deadline:
+            break
         if reap(client, dead, restore_tag):
             reaped.append(dead)
     return reaped

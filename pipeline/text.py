@@ -22,6 +22,7 @@ LOGGERS = (
     "sluice.digest",
     "sluice.exporter",
     "sluice.fetch",
+    "sluice.housekeeping",
     "sluice.inbox",
     "sluice.ingest",
     "sluice.metrics",

@@ -57,8 +57,10 @@ local function admit()
   local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
   local klass = c.class
 
-  -- The user's choices, read once: the kind's plan, the quiet intervals, the cadence ticks.
-  local mirrored = redis.call('HMGET', k.preferences, c.mirror.plan, c.mirror.quiet, c.mirror.cadence)
+  -- The user's choices, read once: the kind's plan, the quiet intervals, the cadence ticks, and for an inbox item's
+  -- escalation what the user's rows make of its channels outside the kind (a plan of those channels alone).
+  local mirrored = redis.call('HMGET', k.preferences, c.mirror.plan, c.mirror.quiet, c.mirror.cadence,
+    c.mirror.escalation)
   local plan = mirrored[1] or c.default_plan
   local instant, digest, strict = decode_plan(plan)
   if not instant then
@@ -69,10 +71,11 @@ local function admit()
   -- many drainers take it over: it comes with an idempotency key of its own, recorded above. The user's plan for
   -- the kind is narrowed to the escalation's channels: a channel of the kind keeps the user's choice (instant,
   -- digest or off); a channel
-  -- outside the kind, which the user cannot choose for it, goes as the kind goes for them: into their digest when they
-  -- take the kind only as a digest, else at once. Quiet hours, cadence, throttle and the bounds then hold it as any
-  -- event.
-  local function narrowed(escalate, kind_channels)
+  -- outside the kind, which the user cannot choose for the kind itself, goes as their rows for its category or every
+  -- kind decide it (the mirror's escalation plan, written only for a user who chose something), else as the kind goes
+  -- for them: into their digest when they take the kind only as a digest, else at once. Quiet hours, cadence,
+  -- throttle and the bounds then hold it as any event.
+  local function narrowed(escalate, kind_channels, chosen)
     local function has(list, name)
       for _, item in ipairs(list) do
         if item == name then
@@ -82,12 +85,23 @@ local function admit()
       return false
     end
     local as_digest = #instant == 0 and #digest > 0
+    local chosen_instant, chosen_digest
+    if chosen then
+      chosen_instant, chosen_digest = decode_plan(chosen)
+    end
     local now_list, later_list = {}, {}
     for _, channel in ipairs(escalate) do
       if has(kind_channels, channel) then
         if has(instant, channel) then
           table.insert(now_list, channel)
         elseif has(digest, channel) then
+          table.insert(later_list, channel)
+        end
+      elseif chosen_instant then
+        -- The user's rows decided it: at once, in the digest, or (in neither list) off.
+        if has(chosen_instant, channel) then
+          table.insert(now_list, channel)
+        elseif has(chosen_digest, channel) then
           table.insert(later_list, channel)
         end
       elseif as_digest then
@@ -100,7 +114,7 @@ local function admit()
   end
   local escalation = c.escalate ~= ''
   if escalation then
-    instant, digest = narrowed(split(c.escalate), split(c.channels))
+    instant, digest = narrowed(split(c.escalate), split(c.channels), mirrored[4])
   end
   local instant_text = table.concat(instant, ',')
   if #instant == 0 and #digest == 0 then

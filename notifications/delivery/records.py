@@ -18,14 +18,18 @@ from django.utils import timezone
 
 from notifications.delivery.models import RANK, Delivery, Suppression
 from notifications.delivery.suppressions import clean, suppress
-from pipeline import metrics
+from pipeline import housekeeping, metrics
 from pipeline.celery import task
 from pipeline.conf import sluice_settings
+from pipeline.connections import class_redis
+from pipeline.queues import queue_for_class
 
 logger = logging.getLogger("sluice.delivery")
 
 PRUNE_TASK = "sluice.delivery.prune"
 PRUNE_BATCH = 1000
+# The prune runs where unrouted tasks go: the background pool.
+PRUNE_SCOPE = "background"
 #: The statuses that put the recipient's address on the suppression list.
 SUPPRESSING = ("bounced", "complained")
 # What a notification id or a provider's message id may look like, when it comes from outside.
@@ -185,12 +189,31 @@ def _safe(value):
 
 @task(name=PRUNE_TASK, ignore_result=True)
 def prune():
-    """Delete the records older than SLUICE_DELIVERY_RETENTION_DAYS, in batches; return how many went."""
-    cutoff = timezone.now() - timedelta(days=sluice_settings().delivery_retention_days)
-    total = 0
-    while ids := list(Delivery.objects.filter(sent_at__lt=cutoff).values_list("pk", flat=True)[:PRUNE_BATCH]):
-        total += Delivery.objects.filter(pk__in=ids).delete()[0]
+    """Delete the records older than SLUICE_DELIVERY_RETENTION_DAYS, in batches, within a step's budget (the next
+    step asked for while old records are left); return how many went."""
+    client = class_redis(PRUNE_SCOPE)
+    with housekeeping.step(PRUNE_TASK, PRUNE_SCOPE, client) as step:
+        if step is None:
+            return 0
+        cutoff = timezone.now() - timedelta(days=sluice_settings().delivery_retention_days)
+        total = 0
+        old = Delivery.objects.filter(sent_at__lt=cutoff)
+        # At least one batch a step, however small its budget: every step makes progress.
+        while ids := list(old.values_list("pk", flat=True)[:PRUNE_BATCH]):
+            total += Delivery.objects.filter(pk__in=ids).delete()[0]
+            if len(ids) < PRUNE_BATCH:
+                break  # the last of them
+            if step.over():
+                step.more = True
+                break
+    if step.more:
+        housekeeping.again(prune, PRUNE_SCOPE, client, queue=queue_for_class(PRUNE_SCOPE))
     if total:
         metrics.count(metrics.DELIVERY_PRUNED, total)
-    logger.info("pruned %d delivery status records sent before %s", total, cutoff.isoformat())
+    logger.info(
+        "pruned %d delivery status records sent before %s%s",
+        total,
+        cutoff.isoformat(),
+        ", more to come" if step.more else "",
+    )
     return total

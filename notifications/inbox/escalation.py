@@ -6,9 +6,11 @@ narrowed to the escalation's channels, send it now, fold it into the user's dige
 hold it through quiet hours or a cadence; the bounds apply as to any event.
 
 No timer per item: a send to the inbox puts the item's id in its class's escalation set (a Redis zset scored by
-when it is due), and beat's drain (sluice.inbox.escalate, every 10 s by default) takes what is due,
-like the digest's held folds. A drainer claims its items into a second zset under a lease and drops each only once
-it is finished; a drainer killed mid-drain leaves its claims to run out, and the next drain takes them over. The
+when it is due), and the class's own pool drains what is due in bounded steps (notifications.inbox.tasks: beat's
+tick, every 10 s by default, asks for them; pipeline.housekeeping holds each to its budget, one at a time per
+class). A drainer claims a batch into a second zset under a lease and drops each item only once it is finished; a
+drainer killed mid-drain leaves its claims to run out, and the next drain takes them over. A batch's work is done
+together: one query for its items, one round trip for their admissions, one UPDATE for those escalated. The
 escalation is admitted with an idempotency key of the item's own (recorded in the same Lua step as any caller's
 key), so a takeover gets the first admission's outcome back and does not send or fold it again; its send has an id
 derived from the item's, so the send claim and the "sent" marks skip any second publish too: each item escalates
@@ -19,11 +21,12 @@ import json
 import logging
 import time
 import uuid
+from typing import NamedTuple
 
 from django.utils import timezone
 
 from digest import admission_wire as wire
-from digest.admission import admit_event
+from digest.admission import admit_events
 from digest.flush import enqueue_size_flush
 from notifications.inbox.models import InboxItem
 from pipeline import metrics
@@ -67,86 +70,135 @@ def notification_id(item_id):
     return uuid.uuid5(NAMESPACE, f"inbox-escalation:{item_id}").hex
 
 
-def drain(lease_s=LEASE_S, batch=BATCH, now=None):
-    """Escalate every due item of every class: return {"sent": n, "cancelled": n, "waiting": n}."""
+def classes():
+    """The classes that have a kind that escalates, in CLASSES order."""
+    escalating = {kind.klass for kind in sluice_settings().kinds.values() if kind.escalate}
+    return [klass for klass in CLASSES if klass in escalating]
+
+
+def drain(lease_s=LEASE_S, batch=None, now=None):
+    """Escalate every due item of every class, without a budget: return {"sent": n, "cancelled": n, "waiting": n}.
+    For tools and tests; the workers drain a class a step at a time (notifications.inbox.tasks)."""
     totals = {"sent": 0, "cancelled": 0, "waiting": 0}
-    classes = {kind.klass for kind in sluice_settings().kinds.values() if kind.escalate}
-    for klass in CLASSES:
-        if klass in classes:
-            for result, n in drain_class(klass, lease_s, batch, now).items():
-                totals[result] += n
+    for klass in classes():
+        for result, n in drain_class(klass, lease_s, batch, now).items():
+            totals[result] += n
     return totals
 
 
-def drain_class(klass, lease_s=LEASE_S, batch=BATCH, now=None):
-    """Escalate the due items of one class, a batch at a time, until none is due or its queue is full."""
+def drain_class(klass, lease_s=LEASE_S, batch=None, now=None, step=None):
+    """Escalate the due items of one class, a batch at a time, until none is due, its queue is full, or ``step`` (a
+    pipeline.housekeeping.Step) has spent its budget; then ``step.more`` says whether items may be left. Return the
+    totals."""
     client = class_redis(klass)
     totals = {"sent": 0, "cancelled": 0, "waiting": 0}
+    # At least one batch a step, however small its budget: every step makes progress.
     while True:
         taken = script("claim_escalations", on=client)(
             keys=[keys.inbox_escalations(klass), keys.inbox_escalating(klass)],
-            args=[now or time.time(), lease_s, batch],
+            args=[now or time.time(), lease_s, batch or BATCH],
         )
         if not taken:
             return totals
-        items = InboxItem.objects.in_bulk([int(i) for i in taken])
-        for raw in taken:
-            result = escalate(klass, int(raw), items.get(int(raw)))
+        results = escalate_batch(klass, [int(raw) for raw in taken])
+        # An item that found no room stays claimed, and is taken again once its lease runs out.
+        finished = [raw for raw in taken if results[int(raw)] != "waiting"]
+        if finished:
+            client.zrem(keys.inbox_escalating(klass), *finished)
+        for result in results.values():
             totals[result] += 1
-            if result == "waiting":
-                continue  # the queue is full: it stays claimed, and is taken again once its lease runs out
-            client.zrem(keys.inbox_escalating(klass), raw)
         if totals["waiting"]:
+            return totals
+        if step is not None and step.over():
+            step.more = True
             return totals
 
 
 def escalate(klass, item_id, item):
-    """Escalate one claimed item: "sent" (admitted: sent now, or folded into the user's digest or held by their
-    quiet hours or cadence), "cancelled" (read, archived, gone, or no channel left), or "waiting" (no room)."""
+    """Escalate one claimed item (escalate_batch of one): "sent", "cancelled" or "waiting"."""
+    return escalate_batch(klass, [item_id], {item_id: item} if item is not None else {})[item_id]
+
+
+def escalate_batch(klass, item_ids, items=None):
+    """Escalate claimed items of one class, the batch's work done together: one query for the items, one round trip
+    for their admissions, one UPDATE for those escalated. Return {item id: "sent" (admitted: sent now, or folded
+    into the user's digest or held by their quiet hours or cadence), "cancelled" (read, archived, gone, or no
+    channel left), or "waiting" (no room, or its admission not confirmed by the replicas yet)}."""
     conf = sluice_settings()
-    kind = conf.kinds.get(item.kind) if item is not None else None
-    if item is not None and item.escalated_at is not None:
-        return "sent"  # a takeover of an item its first drainer escalated: nothing to do, counted once already
-    if item is None or not item.unread or kind is None or kind.escalate is None:
-        metrics.count(metrics.escalation_field(klass, "cancelled"), klass=klass)
-        return "cancelled"
-    try:
-        done = _admit(item, kind, conf)
-    except NotReplicated as exc:
-        # Admitted on the primary, unconfirmed by its replicas: it stays claimed, and the next drain's admission
-        # replays the recorded outcome once the replicas have it (its idempotency key), or admits it afresh if a
-        # failover lost it: never twice, never lost.
-        metrics.count_unconfirmed(exc)
-        logger.warning("inbox item %s: its escalation is not confirmed by the replicas yet: %s", item.pk, exc)
-        return "waiting"
-    if done.flush:
+    items = InboxItem.objects.in_bulk(item_ids) if items is None else items
+    results, due = {}, []
+    for item_id in item_ids:
+        item = items.get(item_id)
+        kind = conf.kinds.get(item.kind) if item is not None else None
+        if item is not None and item.escalated_at is not None:
+            results[item_id] = "sent"  # a takeover of an item its first drainer escalated: counted once already
+        elif item is None or not item.unread or kind is None or kind.escalate is None:
+            results[item_id] = "cancelled"
+        else:
+            due.append((item, kind))
+    escalated = []
+    flush = False
+    for (item, _kind), done in zip(due, _admit(klass, due, conf), strict=True):
+        flush = flush or done.flush
+        if done.outcome == wire.SUPPRESSED:
+            results[item.pk] = "cancelled"
+        elif done.outcome in ADMITTED:
+            results[item.pk] = "sent"
+            escalated.append(item.pk)
+        else:
+            results[item.pk] = "waiting"  # no room (its queue, overflow or the fold store), or unconfirmed
+    if flush:
         enqueue_size_flush()
-    if done.outcome == wire.SUPPRESSED:
-        metrics.count(metrics.escalation_field(klass, "cancelled"), klass=klass)
-        return "cancelled"
-    if done.outcome not in ADMITTED:
-        return "waiting"  # no room (its queue, overflow or the fold store): it stays claimed, for the next drain
     # Admitted now, or by a drainer that died before recording it (replayed): recorded and counted once.
-    if InboxItem.objects.filter(pk=item.pk, escalated_at__isnull=True).update(escalated_at=timezone.now()):
-        metrics.count(metrics.escalation_field(klass, "sent"), klass=klass)
-    return "sent"
+    sent = InboxItem.objects.filter(pk__in=escalated, escalated_at__isnull=True).update(escalated_at=timezone.now())
+    cancelled = sum(1 for result in results.values() if result == "cancelled")
+    for result, n in (("sent", sent), ("cancelled", cancelled)):
+        if n:
+            metrics.count(metrics.escalation_field(klass, result), n, klass=klass)
+    return results
 
 
-def _admit(item, kind, conf):
-    """Admit the escalation as an event of its kind for the item's user (digest.admission.admit_event): the user's
-    mirrored choices for the kind, narrowed to the escalation's channels, decide it as any event's (sent now,
-    folded into their digest with the ordinary fold key, held by quiet hours or cadence), and its idempotency
-    key, recorded in the same step, makes it once."""
-    _after_s, channels = kind.escalate
-    queue = conf.queues[kind.klass]
+class _Unconfirmed(NamedTuple):
+    outcome: None = None
+    flush: bool = False
+
+
+def _admit(klass, due, conf):
+    """Admit each item's escalation as an event of its kind for the item's user (digest.admission.admit_events, one
+    round trip): the user's mirrored choices for the kind, narrowed to the escalation's channels, decide it as any
+    event's (sent now, folded into their digest with the ordinary fold key, held by quiet hours or cadence), and its
+    idempotency key, recorded in the same step, makes it once. Items of kinds with other escalation channels are
+    admitted apart, each group in one round trip."""
+    queue = conf.queues[klass]
+    groups = {}
+    for index, (item, kind) in enumerate(due):
+        groups.setdefault((kind.name, tuple(kind.escalate[1])), []).append((index, item, kind))
+    admitted = [None] * len(due)
+    for (_name, channels), members in groups.items():
+        events = [_event(item, kind, queue) for _index, item, kind in members]
+        try:
+            answers = admit_events(events, queue, conf.digest, escalation=channels, idempotency_ttl_s=ONCE_TTL_S)
+        except NotReplicated as exc:
+            # Admitted on the primary, unconfirmed by its replicas: they stay claimed, and the next drain's admission
+            # replays the recorded outcomes once the replicas have them (their idempotency keys), or admits them afresh
+            # if a failover lost them: never twice, never lost.
+            metrics.count_unconfirmed(exc)
+            logger.warning("%d inbox escalations are not confirmed by the replicas yet: %s", len(members), exc)
+            answers = [_Unconfirmed()] * len(members)
+        for (index, _item, _kind), done in zip(members, answers, strict=True):
+            admitted[index] = done
+    return admitted
+
+
+def _event(item, kind, queue):
+    """(event, message, plan) of an item's escalation, for admission."""
     nid = notification_id(item.pk)
+    # As notify() carries a user's pk: an int, or its text (a UUID primary key is not JSON).
+    user_id = item.user_id if isinstance(item.user_id, int) else str(item.user_id)
     payload = json.dumps(item.payload, ensure_ascii=False, separators=(",", ":"))
-    kwargs = event_kwargs_json(nid, kind.name, item.user_id, item.entity_id, payload, count=item.count)
+    kwargs = event_kwargs_json(nid, kind.name, user_id, item.entity_id, payload, count=item.count)
     message = send_message(
         kind.klass, nid, kwargs, queue.name, kind.name, item.count, channels_header=wire.CHANNELS_PLACEHOLDER
     )
-    event = Event(kind, nid, item.user_id, item.entity_id, payload, keys.idempotency(SCOPE, str(item.pk)))
-    plan = default_plan(kind)
-    return admit_event(
-        event, queue, message, plan, conf.digest, nid, escalation=tuple(channels), idempotency_ttl_s=ONCE_TTL_S
-    )
+    event = Event(kind, nid, user_id, item.entity_id, payload, keys.idempotency(SCOPE, str(item.pk)))
+    return event, message, default_plan(kind)

@@ -71,6 +71,31 @@ def resolve(kind, rows):
     return tuple(instant), tuple(digest), strict
 
 
+def escalation_channels(kind):
+    """A kind's escalation channels outside its own channels: those the user cannot choose for the kind itself."""
+    return tuple(c for c in kind.escalate[1] if c not in kind.channels) if kind.escalate else ()
+
+
+def resolve_escalation(kind, rows, instant, digest):
+    """(instant, digest) of ``kind``'s escalation channels outside its own (escalation_channels), for a user whose
+    choices are ``rows`` and who takes the kind ``instant`` and ``digest`` (resolve()): each channel as the most
+    specific of their rows for it decides (the kind on every channel, its category, every kind), else as the kind
+    goes for them (in their digest when they take the kind only as a digest, else at once). Neither list: off."""
+    kind_mode = "digest" if digest and not instant else "instant"
+    now, later = [], []
+    for channel in escalation_channels(kind):
+        mode = kind_mode
+        if not kind.mandatory:
+            mode = next((rows[scope] for scope in candidates(kind, channel) if scope in rows), kind_mode)
+        if kind.klass == "critical" and mode == "digest":
+            mode = "instant"
+        if mode == "instant":
+            now.append(channel)
+        elif mode == "digest":
+            later.append(channel)
+    return tuple(now), tuple(later)
+
+
 def _seconds(value):
     return value.hour * 3600 + value.minute * 60 + value.second
 
@@ -81,7 +106,11 @@ def mirror_fields(rows, settings_row, now):
     fields = {}
     if rows:
         for kind in sluice_settings().kinds.values():
-            fields[wire.plan_field(kind.name)] = wire.encode_plan(*resolve(kind, rows))
+            instant, digest, strict = resolve(kind, rows)
+            fields[wire.plan_field(kind.name)] = wire.encode_plan(instant, digest, strict)
+            if escalation_channels(kind):
+                plan = wire.encode_plan(*resolve_escalation(kind, rows, instant, digest), False)
+                fields[wire.escalation_plan_field(kind.name)] = plan
     if settings_row is not None:
         zone, since, until = settings_row.timezone, now - 3600, now + HORIZON_S
         if settings_row.quiet_start is not None and settings_row.quiet_end is not None:
@@ -193,6 +222,8 @@ def get(user):
         instant, digest, _strict = resolve(kind, rows)
         off = [c for c in kind.channels if c not in instant and c not in digest]
         effective[kind.name] = {"instant": list(instant), "digest": list(digest), "off": off}
+        if kind.escalate:
+            effective[kind.name]["escalation"] = _escalation_effective(kind, rows, instant, digest)
     return {
         "preferences": [
             {"kind": k, "category": cat, "channel": ch, "mode": mode} for (k, cat, ch), mode in sorted(rows.items())
@@ -207,6 +238,21 @@ def get(user):
         "digest_at": settings_row.digest_at.isoformat() if settings_row and settings_row.digest_at else None,
         "effective": effective,
     }
+
+
+def _escalation_effective(kind, rows, instant, digest):
+    """Where an unread item of ``kind`` escalates for this user: each escalation channel instant, digest or off, as
+    admission narrows the user's plan to them (digest/lua/admit_event.lua)."""
+    outside = escalation_channels(kind)
+    extra_now, extra_later = resolve_escalation(kind, rows, instant, digest)
+    shown = {"instant": [], "digest": [], "off": []}
+    for channel in kind.escalate[1]:
+        if channel in outside:
+            mode = "instant" if channel in extra_now else "digest" if channel in extra_later else "off"
+        else:
+            mode = "instant" if channel in instant else "digest" if channel in digest else "off"
+        shown[mode].append(channel)
+    return shown
 
 
 def set(user, *, mode, kind="", category="", channel=""):

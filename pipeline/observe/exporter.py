@@ -42,7 +42,7 @@ from pipeline.metrics import (
     notifications_field,
     read_counters,
 )
-from pipeline.observe import inbox_metrics, provider_metrics
+from pipeline.observe import housekeeping_metrics, inbox_metrics, provider_metrics
 from pipeline.observe.latency import oldest_ages
 from pipeline.observe.window import class_of, sample, window
 from pipeline.redis import keys
@@ -120,6 +120,8 @@ class SluiceCollector:
         yield kept
         yield from provider_metrics.collect(shared_redis(), counters)
         yield from inbox_metrics.collect(counters)
+        yield from inbox_metrics.due(now)
+        yield from housekeeping_metrics.collect(counters, now)
 
     def _counters(self, counters):
         notifications = CounterMetricFamily(

@@ -1,9 +1,12 @@
-"""The exporter's inbox families: items created and folded, reads, prunes, escalations sent and cancelled."""
+"""The exporter's inbox families: items created and folded, reads, prunes, escalations sent, cancelled and due."""
 
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from pipeline.conf import CLASSES
+from pipeline.connections import class_redis
 from pipeline.metrics import INBOX_PRUNED, INBOX_READS
 from pipeline.observe.families import labelled
+from pipeline.redis import keys
 
 # Counter fields "<prefix>:<label>:<label>" -> (family, help, label names).
 FAMILIES = {
@@ -18,6 +21,22 @@ FAMILIES = {
         ["class", "result"],
     ),
 }
+
+
+def due(now):
+    """Yield the escalations due, read from each class's Redis."""
+    family = GaugeMetricFamily(
+        "sluice_inbox_escalations_due",
+        "Unread inbox items whose escalation is due and not finished yet (waiting for a drain, or claimed by one)",
+        labels=["class"],
+    )
+    for klass in CLASSES:
+        client = class_redis(klass)
+        pipe = client.pipeline(transaction=False)
+        pipe.zcount(keys.inbox_escalations(klass), "-inf", now)
+        pipe.zcard(keys.inbox_escalating(klass))
+        family.add_metric([klass], sum(pipe.execute()))
+    yield family
 
 
 def collect(counters):

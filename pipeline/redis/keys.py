@@ -283,3 +283,20 @@ def digest_staged():
     """Zset (every score 0, ordered by name) of the due fold keys a flush staged to claim user by user: a user's keys
     share the prefix of their member, so one range finds them all (digest/lua/claim_users.lua)."""
     return f"{DIGEST_PREFIX}staged"
+
+
+def housekeeping_lease(task, scope):
+    """The lease of one housekeeping task (pipeline.housekeeping) in one scope (a class, or a fold store): held by
+    the step that runs, so at most one step of it runs at a time; a token, deleted by its holder at the step's end."""
+    return f"{PREFIX}:housekeeping:lease:{task}:{scope}"
+
+
+def housekeeping_queued(task, scope):
+    """Set while a next step of a housekeeping task waits in its queue, so a task never queues a second one."""
+    return f"{PREFIX}:housekeeping:queued:{task}:{scope}"
+
+
+def housekeeping_state():
+    """Hash of when each housekeeping task last ran a step and last caught up (fields "<task>:<scope>:<when>"), which
+    the exporter turns into how far behind it is."""
+    return f"{PREFIX}:housekeeping"

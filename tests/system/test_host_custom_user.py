@@ -3,10 +3,12 @@
 The host is built first, as a team would have it before Sluice: `startproject`, a custom user model (UUID primary
 key, email as USERNAME_FIELD) with its own UserAdmin, PostgreSQL when DATABASE_URL points there (CI), and its own
 Celery app on its own Redis database. Then `pip install dist/django_sluice-*.whl` into a fresh virtualenv, the
-settings, URLs, admin and processes of integrate.md, and: an instant notification delivered, with the recipient's
-name in its template; the flush interval changed after the first migrate (check fails naming the fix, Sluice's beat
-runs the new interval and /metrics agrees); a digest delivered; an opt-out made on the host's own user page taking
-effect; the host's Celery app untouched. The time from the start to the first delivery is printed.
+settings, URLs, admin and processes of integrate.md (the inbox channel of docs/inbox.md configured, beat and the
+routine worker started by `celery -A pipeline`), and: an instant notification delivered, with the recipient's name in
+its template; the flush interval changed after the first migrate (check fails naming the fix, Sluice's beat runs the
+new interval and /metrics agrees); a digest delivered; an opt-out made on the host's own user page taking effect; an
+unread inbox item escalated by email (a UUID user: its escalation once raised TypeError in every drain); the host's
+Celery app untouched. The time from the start to the first delivery is printed.
 """
 
 import os
@@ -140,8 +142,13 @@ SLUICE_REDIS_URL = {redis_url!r}
 SLUICE_KINDS = {{
     "invoice.paid": {{"class": "critical", "channels": ["email"]}},
     "task.comment": {{"class": "routine", "channels": ["email"], "default_mode": "digest"}},
+    # docs/inbox.md: to the inbox, and by email once if still unread
+    "doc.shared": {{"class": "routine", "channels": ["inbox"], "escalate": {{"after_s": 1, "channels": ["email"]}}}},
 }}
-SLUICE_CHANNELS = {{"email": {{"backend": "notifications.channels.email.EmailChannel"}}}}
+SLUICE_CHANNELS = {{
+    "email": {{"backend": "notifications.channels.email.EmailChannel"}},
+    "inbox": {{"backend": "notifications.inbox.channel.InboxChannel"}},
+}}
 EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"  # the worker prints each email
 DEFAULT_FROM_EMAIL = "notifications@example.com"
 """
@@ -152,10 +159,13 @@ urlpatterns += [path("api/", include("notifications.urls"))]
 TEMPLATES = {
     "sluice/invoice_paid.txt": "Invoice {{ entity_id }} is paid, {{ user.first_name }}\nThank you, {{ user.email }}.",
     "sluice/digest/task_comment.txt": "{{ count }} new comments for {{ user.first_name }}\nOpen the task to read them.",
+    "sluice/doc_shared.txt": "Still unread: {{ payload.title }}\nIt was shared with you.",
 }
 # The first notification's subject in the console email: the recipient's name, loaded by the template.
 INSTANT_SUBJECT = "Subject: Invoice inv-1 is paid, Hana"
 DIGEST_SUBJECT = "Subject: 3 new comments for Hana"
+# The inbox item's escalation, emailed by the worker that `celery -A pipeline worker` started.
+ESCALATION_SUBJECT = "Subject: Still unread: Launch plan"
 
 
 def database_settings(url):
@@ -264,8 +274,9 @@ def test_from_startproject_to_an_instant_a_digest_and_an_opt_out(host):
     )
     critical = host.process("critical", "manage.py", "worker", "critical", "--without-mingle", "-c", "1",
                             ready_text=" ready.")  # fmt: skip
-    routine = host.process("routine", "manage.py", "worker", "routine", "--without-mingle", "-c", "1",
-                           ready_text=" ready.")  # fmt: skip
+    # integrate.md, 7: `celery -A pipeline worker -Q routine` works as well as `manage.py worker routine`.
+    routine = host.process("routine", "-m", "celery", "-A", "pipeline", "worker", "-Q", "routine", "--pool", "threads",
+                           "-c", "2", "--loglevel", "INFO", "--without-mingle", ready_text=" ready.")  # fmt: skip
     processes = [critical, routine]
     try:
         for started in processes:
@@ -365,6 +376,23 @@ def test_from_startproject_to_an_instant_a_digest_and_an_opt_out(host):
         # Two more of beat's flushes, and still one digest: nothing of the opted-out kind went out.
         assert wait_for(lambda: critical.output().count("flush (beat)") >= flushes + 2, timeout=60)
         assert routine.output().count("Subject: ") == 1
+
+        # 5. The inbox, as docs/inbox.md configures it: an item still unread a second later is emailed once, by beat's
+        # escalation tick and the routine pool's step (both started by `celery -A pipeline`).
+        outcome = host.answer(
+            f"""
+            import json
+            from notifications import notify
+            print(json.dumps(notify("{hana}", "doc.shared", entity_id="doc-1", payload={{"title": "Launch plan"}})))
+            """
+        )
+        assert outcome == "accepted"
+        wait_for(
+            lambda: ESCALATION_SUBJECT in routine.output(),
+            timeout=120,
+            what=lambda: f"the escalation; beat: {beat.output()[-2000:]}\nroutine: {routine.output()[-3000:]}",
+        )
+        assert "AppRegistryNotReady" not in beat.output() + routine.output()
     finally:
         for started in reversed(processes):
             started.stop()

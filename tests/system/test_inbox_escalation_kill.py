@@ -1,5 +1,6 @@
-"""Escalation with a drainer killed (SIGKILL) mid-drain: 100 items, 60 read before after_s, 40 not; the killed
-drainer's claims are taken over once its lease ran out, and a real worker sends exactly 40 emails, each once."""
+"""Escalation with a drainer killed (SIGKILL) mid-drain: 100 items, 60 read before after_s, 40 not, drained ten at a
+time; the killed drainer's claims (a batch it admitted and never recorded) are taken over once its lease ran out, and a
+real worker sends exactly 40 emails, each once."""
 
 import json
 import os
@@ -39,15 +40,17 @@ if mode == "fill":
     InboxItem.objects.filter(entity_id__in=read).update(read_at=timezone.now())
     unread.refresh(user.pk)
 elif mode == "crash":
-    real, done = escalation.escalate, []
+    real, batches = escalation._admit, []
     def dying(*args):
-        result = real(*args)
-        done.append(result)
-        if len(done) == 25:
-            os.kill(os.getpid(), signal.SIGKILL)  # mid-drain: some escalations published, most items still claimed
-        return result
-    escalation.escalate = dying
-    escalation.drain(now=time.time() + 1000)
+        admitted = real(*args)
+        batches.append(admitted)
+        if len(batches) == 3:
+            # Mid-drain: two batches finished, the third's escalations admitted (published) but not recorded, and the
+            # items after it never claimed.
+            os.kill(os.getpid(), signal.SIGKILL)
+        return admitted
+    escalation._admit = dying
+    escalation.drain(batch=10, now=time.time() + 1000)
 else:
     print(json.dumps(escalation.drain(now=time.time() + 2000)))  # past the dead drainer's lease
 """
@@ -77,8 +80,10 @@ def test_a_drainer_killed_mid_drain_still_makes_exactly_forty_emails(inbox_setti
     crashed = run("crash", env)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
     client = get_redis()
-    # The dead drainer's claims wait out its lease: all but the 24 it finished (the 25th was killed before its end).
-    assert client.zcard(keys.inbox_escalating("routine")) == 76
+    # The dead drainer's claims wait out its lease: the third batch of ten, admitted and never finished; the 70 items
+    # after it were never claimed.
+    assert client.zcard(keys.inbox_escalating("routine")) == 10
+    assert client.zcard(keys.inbox_escalations("routine")) == 70
     taken_over = run("drain", env)
     assert taken_over.returncode == 0, taken_over.stderr
     totals = json.loads(taken_over.stdout.strip().splitlines()[-1])

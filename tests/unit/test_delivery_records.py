@@ -1,6 +1,7 @@
 """Delivery status records: bounded by retention (pruned by beat), searchable in the admin, counted in the exporter;
 the suppressions' and the providers' admin pages."""
 
+import json
 import threading
 import urllib.request
 from datetime import timedelta
@@ -15,6 +16,7 @@ from notifications.delivery import records
 from notifications.delivery.records import StatusEvent, apply, record_sent
 from notifications.models import Delivery, Suppression
 from pipeline import breaker
+from pipeline.connections import get_redis
 from pipeline.metrics import read_counters
 from pipeline.observe.exporter import _QuietHandler, _Server, application
 
@@ -58,6 +60,25 @@ def test_records_older_than_the_retention_are_pruned(providers_configured, setti
     assert records.prune() == 2
     assert sorted(Delivery.objects.values_list("notification_id", flat=True)) == ["n0", "n1"]
     assert read_counters()["delivery:pruned"] == 2
+
+
+def test_a_prune_step_stops_at_its_budget_and_asks_for_the_next(providers_configured, settings, user, monkeypatch):
+    from pipeline import housekeeping
+
+    settings.SLUICE_DELIVERY_RETENTION_DAYS = 7
+    for n in range(3):
+        record_sent(message(f"n{n}", user.pk), "a", f"m{n}")
+    Delivery.objects.update(sent_at=timezone.now() - timedelta(days=8))
+    monkeypatch.setattr(housekeeping, "STEP_BUDGET_S", 0)
+    monkeypatch.setattr(records, "PRUNE_BATCH", 2)
+    client = get_redis()
+    client.delete("background")
+    assert records.prune() == 2  # one batch, then its budget is spent
+    assert Delivery.objects.count() == 1
+    [queued] = client.lrange("background", 0, -1)
+    assert json.loads(queued)["headers"]["task"] == records.PRUNE_TASK  # the next step, on the background pool
+    assert records.prune() == 1
+    assert client.llen("background") == 1  # caught up: no next step asked for
 
 
 def test_beat_prunes_them_every_hour(db):

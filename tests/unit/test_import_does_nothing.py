@@ -137,6 +137,7 @@ def test_the_apps_declare_their_tasks_and_the_app_is_built_on_first_use():
         "sluice.delivery.prune",
         "sluice.digest.flush",
         "sluice.inbox.escalate",
+        "sluice.inbox.escalate_step",
         "sluice.inbox.prune",
         "sluice.overflow.drain",
         "sluice.send.background",
