@@ -48,47 +48,61 @@ def admit_event(
         elsewhere,
         tuple(escalation) if escalation else None,
     )
-    reply = durability.run(
-        script("admit_event"),
-        keys=[
-            *wire.request(
-                wire.ADMIT_KEYS,
-                **_store_keys(kind.klass, elsewhere),
-                preferences=keys.preferences(event.user_id),
-                throttle=keys.throttle(event.user_id, kind.name) if kind.throttle else keys.UNTHROTTLED,
-                # Folded elsewhere: the class's Redis is never even handed a fold's key.
-                fold_entity=keys.ELSEWHERE if elsewhere else keys.fold(entity),
-                fold_kind=keys.ELSEWHERE if elsewhere else keys.fold(by_kind),
-                fold_user=keys.ELSEWHERE if elsewhere else keys.fold(by_user),
-                idempotency=idempotency or keys.NO_IDEMPOTENCY,
+    try:
+        reply = durability.run(
+            script("admit_event"),
+            keys=[
+                *wire.request(
+                    wire.ADMIT_KEYS,
+                    **_store_keys(kind.klass, elsewhere),
+                    preferences=keys.preferences(event.user_id),
+                    throttle=keys.throttle(event.user_id, kind.name) if kind.throttle else keys.UNTHROTTLED,
+                    # Folded elsewhere: the class's Redis is never even handed a fold's key.
+                    fold_entity=keys.ELSEWHERE if elsewhere else keys.fold(entity),
+                    fold_kind=keys.ELSEWHERE if elsewhere else keys.fold(by_kind),
+                    fold_user=keys.ELSEWHERE if elsewhere else keys.fold(by_user),
+                    idempotency=idempotency or keys.NO_IDEMPOTENCY,
+                ),
+                *_queue_keys(queue.name),
+            ],
+            args=wire.request(
+                wire.ADMIT_ARGS,
+                layout=wire.ADMIT_LAYOUT,
+                constants=constants,
+                message=message,
+                payload=event.payload_json,
+                member_entity=entity,
+                member_kind=by_kind,
+                member_user=by_user,
+                entity=event.entity_id,
+                notification=notification_id,
+                idempotency_ttl=idempotency_ttl_s if idempotency else 0,
             ),
-            *_queue_keys(queue.name),
-        ],
-        args=wire.request(
-            wire.ADMIT_ARGS,
-            layout=wire.ADMIT_LAYOUT,
-            constants=constants,
-            message=message,
-            payload=event.payload_json,
-            member_entity=entity,
-            member_kind=by_kind,
-            member_user=by_user,
-            entity=event.entity_id,
-            notification=notification_id,
-            idempotency_ttl=idempotency_ttl_s if idempotency else 0,
-        ),
-        client=client or class_redis(kind.klass),
-        queue=queue,
-        klass=kind.klass,
-        step="admission",
-    )
+            client=client or class_redis(kind.klass),
+            queue=queue,
+            klass=kind.klass,
+            step="admission",
+        )
+    except NotReplicated as unconfirmed:
+        # The script ran on the primary and recorded the key with the outcome the fold comes to: the fold is handed
+        # over all the same, or a keyed retry would be told "folded" of an event folded nowhere. The caller is told
+        # the admission's NotReplicated (or the fold's own, which drops the key, as a refused fold does).
+        handed = wire.decode_reply(unconfirmed.reply)
+        if handed.handover is not None:
+            _hand_over(event, queue, constants, (entity, by_kind, by_user), unconfirmed.reply, handed, idempotency)
+        raise
     done = wire.decode_reply(reply)
     if done.handover is not None:
-        folded = _fold_handed(event, queue, constants, (entity, by_kind, by_user), reply, done, idempotency)
-        if idempotency and folded.outcome not in wire.RECORDED:
-            _forget(kind.klass, idempotency)
-        return folded
+        return _hand_over(event, queue, constants, (entity, by_kind, by_user), reply, done, idempotency)
     return done
+
+
+def _hand_over(event, queue, constants, grains, reply, handed, idempotency):
+    """Fold what admit_event.lua handed over on the digest's Redis; drop the recorded key if the fold was refused."""
+    folded = _fold_handed(event, queue, constants, grains, reply, handed, idempotency)
+    if idempotency and folded.outcome not in wire.RECORDED:
+        _forget(event.kind.klass, idempotency)
+    return folded
 
 
 def _forget(klass, idempotency):

@@ -24,7 +24,7 @@ from pipeline.bounded_push import PUSHED, count_rejection, opens_burst, push
 from pipeline.conf import sluice_settings
 from pipeline.conf_kinds import Kind
 from pipeline.depth import depth, drain_rate
-from pipeline.errors import NotReplicated
+from pipeline.errors import NotReplicated, WaitRefused
 from pipeline.message import event_kwargs_json, send_message
 from pipeline.metrics import count_unconfirmed
 from pipeline.redis.addresses import describe
@@ -96,6 +96,14 @@ def publish(event):
     queue = sluice_settings().queues[event.kind.klass]
     try:
         return decide(event, queue)
+    except WaitRefused as exc:
+        # Not an outage but a setting (logged once per process by pipeline.durability): the same refusal comes back
+        # until the ACL user may run WAIT. A retry with the same idempotency key is then answered, not sent again.
+        count_unconfirmed(exc)
+        raise Unavailable(
+            f"Redis at {_where(event.kind.klass, exc)} refused WAIT ({exc.reason}): the {exc.step} may be on the "
+            "primary but is not confirmed by its replicas; its user needs +wait (docs/redis.md); retry"
+        ) from exc
     except NotReplicated as exc:
         # A replicated class: admitted on the primary, maybe, but not confirmed durable; a failover could lose it.
         count_unconfirmed(exc)
