@@ -191,3 +191,26 @@ def test_check_ignores_async_classes_and_warns_when_it_cannot_ask(pair, settings
     [warning] = [e for e in run_checks() if e.id == "sluice.W004"]
     assert "could not ask" in warning.msg
     assert PASSWORD not in warning.msg
+
+
+@pytest.mark.django_db
+@pytest.mark.expected_errors(REFUSED, "Service Unavailable: /api/notifications/")
+def test_an_unknown_user_reads_the_same_as_a_real_one_while_wait_is_refused(pair, settings, client):
+    """For a token without reveal, an unknown user's key goes through the class's Redis as a real one's: 503 alike."""
+    replicated(settings)
+    token = IngestToken(name="billing", kinds=sorted(all_kinds()))
+    raw = token.set_new_token()
+    token.save()
+    real = get_user_model().objects.create_user("ada")
+    answers = []
+    for pk in (real.pk, 987654):
+        body = json.dumps({"user": pk, "kind": "task.assigned", "entity_id": f"t-{pk}"})
+        response = client.post(
+            "/api/notifications/",
+            body,
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {raw}",
+            HTTP_IDEMPOTENCY_KEY=f"k-{pk}",
+        )
+        answers.append((response.status_code, response.json()["error"]))
+    assert answers == [(503, "unavailable")] * 2
