@@ -68,6 +68,10 @@ def answer_unknown_user(scope, kind, *, entity_id, payload=None, idempotency_key
 # was a tenth of notify()'s own CPU.
 _ENTITY_REFUSED = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 _KEY_REFUSED = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+# U+0000 in a payload's string, a key's included, as json.dumps writes it: "\u0000" after an even run of backslashes
+# (after an odd one it is a backslash written out, then "u0000"). PostgreSQL stores neither the character in text nor
+# the escape in jsonb, so the inbox's write of such a payload could only fail.
+_PAYLOAD_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 def check_idempotency_key(key, name="idempotency_key"):
@@ -123,6 +127,8 @@ def _payload_json(payload, limit):
         text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidPayload(f"payload is not JSON-serialisable: {exc}") from None
+    if "\\u0000" in text and _PAYLOAD_NUL.search(text):
+        raise InvalidPayload("payload must not contain U+0000 (a NUL character), in a value or a key")
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:
