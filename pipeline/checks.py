@@ -21,13 +21,13 @@ PLAIN_DATABASE_SCHEDULERS = (
 )
 #: The periodic tasks Sluice's data migration creates, by task name.
 #: The periodic tasks Sluice cannot do without, and the app whose data migration creates each.
-#: The classes whose events fold (and so WAIT on the digest's Redis, where it is another).
-FOLDING_CLASSES = ("routine", "background")
 PERIODIC_TASKS = {
     "sluice.digest.flush": "sluice_digest",
     "sluice.overflow.drain": "sluice_digest",
     "sluice.inbox.escalate": "sluice_notifications",
 }
+#: The classes whose events fold (and so WAIT on the digest's Redis, where it is another).
+FOLDING_CLASSES = ("routine", "background")
 
 
 @register()
