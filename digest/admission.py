@@ -39,15 +39,19 @@ def admit_event(
     kind = event.kind
     elsewhere = client is None and folds_elsewhere(kind.klass)
     request = _request(event, queue, message, plan, digest, notification_id, elsewhere, escalation, idempotency_ttl_s)
-    reply = durability.run(
-        script("admit_event"),
-        keys=request.keys,
-        args=request.args,
-        client=client or class_redis(kind.klass),
-        queue=queue,
-        klass=kind.klass,
-        step="admission",
-    )
+    try:
+        reply = durability.run(
+            script("admit_event"),
+            keys=request.keys,
+            args=request.args,
+            client=client or class_redis(kind.klass),
+            queue=queue,
+            klass=kind.klass,
+            step="admission",
+        )
+    except NotReplicated as unconfirmed:
+        _unconfirmed([event], [request], [unconfirmed.reply])
+        raise
     return _decided(event, queue, request, reply)
 
 
@@ -64,14 +68,18 @@ def admit_events(events, queue, digest, escalation=None, idempotency_ttl_s=0):
         _request(event, queue, message, plan, digest, event.notification_id, elsewhere, escalation, idempotency_ttl_s)
         for event, message, plan in events
     ]
-    replies = durability.run_many(
-        script("admit_event"),
-        [(request.keys, request.args) for request in requests],
-        client=class_redis(klass),
-        queue=queue,
-        klass=klass,
-        step="admission",
-    )
+    try:
+        replies = durability.run_many(
+            script("admit_event"),
+            [(request.keys, request.args) for request in requests],
+            client=class_redis(klass),
+            queue=queue,
+            klass=klass,
+            step="admission",
+        )
+    except NotReplicated as unconfirmed:
+        _unconfirmed([event for event, _message, _plan in events], requests, unconfirmed.reply)
+        raise
     return [
         _decided(event, queue, request, reply)
         for (event, _message, _plan), request, reply in zip(events, requests, replies, strict=True)
@@ -85,6 +93,7 @@ class _Request(NamedTuple):
     args: list
     constants: bytes
     grains: tuple
+    queue: object
 
 
 def _request(event, queue, message, plan, digest, notification_id, elsewhere, escalation, idempotency_ttl_s):
@@ -128,19 +137,34 @@ def _request(event, queue, message, plan, digest, notification_id, elsewhere, es
         notification=notification_id,
         idempotency_ttl=idempotency_ttl_s if idempotency else 0,
     )
-    return _Request(request_keys, args, constants, (entity, by_kind, by_user))
+    return _Request(request_keys, args, constants, (entity, by_kind, by_user), queue)
 
 
 def _decided(event, queue, request, reply):
     """The Admission of admit_event.lua's ``reply``, after the fold on the digest's Redis when it handed one over."""
     done = wire.decode_reply(reply)
     if done.handover is not None:
-        idempotency = event.idempotency
-        folded = _fold_handed(event, queue, request.constants, request.grains, reply, done, idempotency)
-        if idempotency and folded.outcome not in wire.RECORDED:
-            _forget(event.kind.klass, idempotency)
-        return folded
+        return _hand_over(event, queue, request.constants, request.grains, reply, done, event.idempotency)
     return done
+
+
+def _unconfirmed(events, requests, replies):
+    """An admission its replicas did not confirm: the scripts ran on the primary and recorded their keys with the
+    outcome the fold comes to, so each fold is handed over all the same, or a keyed retry would be told "folded" of
+    an event folded nowhere. The caller is told the admission's NotReplicated (or a fold's own, which drops its key,
+    as a refused fold does)."""
+    for event, request, reply in zip(events, requests, replies, strict=True):
+        handed = wire.decode_reply(reply)
+        if handed.handover is not None:
+            _hand_over(event, request.queue, request.constants, request.grains, reply, handed, event.idempotency)
+
+
+def _hand_over(event, queue, constants, grains, reply, handed, idempotency):
+    """Fold what admit_event.lua handed over on the digest's Redis; drop the recorded key if the fold was refused."""
+    folded = _fold_handed(event, queue, constants, grains, reply, handed, idempotency)
+    if idempotency and folded.outcome not in wire.RECORDED:
+        _forget(event.kind.klass, idempotency)
+    return folded
 
 
 def _forget(klass, idempotency):

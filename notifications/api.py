@@ -54,11 +54,24 @@ def notify_in_scope(scope, user, kind, *, entity_id, payload=None, idempotency_k
     return publish(_validate(user, kind, entity_id, payload, idempotency_key, scope))
 
 
+def answer_unknown_user(scope, kind, *, entity_id, payload=None, idempotency_key=None):
+    """What notify_in_scope() comes to for a user id that does not exist, for a caller who may not learn so (ingest,
+    a token without reveal): the event checked as any other, nothing published, and its idempotency key recorded
+    and replayed exactly as a real user's event records it, in one round trip to the class's Redis whether it has a
+    key or not. Return the policy's Published (ACCEPTED, or the recorded outcome replayed)."""
+    event = _validate(None, kind, entity_id, payload, idempotency_key, scope, unknown_user=True)
+    return publish(event)
+
+
 # What an entity id and an idempotency key must not hold: control characters (C1 too, for a key) and lone
 # surrogates. A compiled class scans in C: notify() checks every entity id, and a loop over its characters in Python
 # was a tenth of notify()'s own CPU.
 _ENTITY_REFUSED = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 _KEY_REFUSED = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+# U+0000 in a payload's string, a key's included, as json.dumps writes it: "\u0000" after an even run of backslashes
+# (after an odd one it is a backslash written out, then "u0000"). PostgreSQL stores neither the character in text nor
+# the escape in jsonb, so the inbox's write of such a payload could only fail.
+_PAYLOAD_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 def check_idempotency_key(key, name="idempotency_key"):
@@ -74,7 +87,7 @@ def check_idempotency_key(key, name="idempotency_key"):
     return key
 
 
-def _validate(user, kind, entity_id, payload, idempotency_key=None, scope=NOTIFY_SCOPE):
+def _validate(user, kind, entity_id, payload, idempotency_key=None, scope=NOTIFY_SCOPE, unknown_user=False):
     conf = sluice_settings()
     kind_obj = get_kind(kind)
     entity_id = _entity_id(entity_id, conf.max_entity_id_length)
@@ -82,8 +95,8 @@ def _validate(user, kind, entity_id, payload, idempotency_key=None, scope=NOTIFY
     idempotency = None
     if idempotency_key is not None:
         idempotency = keys.idempotency(scope, check_idempotency_key(idempotency_key))
-    user_id = _user_id(user)
-    return Event(kind_obj, uuid.uuid4().hex, user_id, entity_id, payload_json, idempotency)
+    user_id = None if unknown_user else _user_id(user)
+    return Event(kind_obj, uuid.uuid4().hex, user_id, entity_id, payload_json, idempotency, unknown_user)
 
 
 def _entity_id(entity_id, limit):
@@ -114,6 +127,8 @@ def _payload_json(payload, limit):
         text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidPayload(f"payload is not JSON-serialisable: {exc}") from None
+    if "\\u0000" in text and _PAYLOAD_NUL.search(text):
+        raise InvalidPayload("payload must not contain U+0000 (a NUL character), in a value or a key")
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:

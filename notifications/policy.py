@@ -24,7 +24,8 @@ from pipeline.bounded_push import PUSHED, count_rejection, opens_burst, push
 from pipeline.conf import sluice_settings
 from pipeline.conf_kinds import Kind
 from pipeline.depth import depth, drain_rate
-from pipeline.errors import NotReplicated
+from pipeline.errors import NotReplicated, WaitRefused
+from pipeline.idempotency import record_key
 from pipeline.message import event_kwargs_json, send_message
 from pipeline.metrics import count_unconfirmed
 from pipeline.redis.addresses import describe
@@ -55,6 +56,9 @@ class Event:
     payload_json: str
     # The caller's idempotency key as its Redis key (pipeline.redis.keys.idempotency: scoped and hashed), or None.
     idempotency: str | None = None
+    # A user id that does not exist, from a caller who may not learn so (ingest without reveal): nothing is published,
+    # and the key is recorded and replayed as a real event's (notifications.api.answer_unknown_user).
+    unknown_user: bool = False
 
 
 class Published(NamedTuple):
@@ -96,6 +100,14 @@ def publish(event):
     queue = sluice_settings().queues[event.kind.klass]
     try:
         return decide(event, queue)
+    except WaitRefused as exc:
+        # Not an outage but a setting (logged once per process by pipeline.durability): the same refusal comes back
+        # until the ACL user may run WAIT. A retry with the same idempotency key is then answered, not sent again.
+        count_unconfirmed(exc)
+        raise Unavailable(
+            f"Redis at {_where(event.kind.klass, exc)} refused WAIT ({exc.reason}): the {exc.step} may be on the "
+            "primary but is not confirmed by its replicas; its user needs +wait (docs/redis.md); retry"
+        ) from exc
     except NotReplicated as exc:
         # A replicated class: admitted on the primary, maybe, but not confirmed durable; a failover could lose it.
         count_unconfirmed(exc)
@@ -139,6 +151,9 @@ def decide(event, queue):
     round trip, two when it folds on the digest's own Redis); return its Published or raise Rejected. An event
     whose idempotency key is recorded gets the recorded outcome back from that same round trip."""
     conf = sluice_settings()
+    if event.unknown_user:
+        recorded = record_key(event.kind.klass, event.idempotency, wire.ACCEPTED, conf.idempotency_ttl_s)
+        return Published(OUTCOMES[recorded], replayed=True) if recorded else Published(Outcome.ACCEPTED)
     message = event_message(event, queue.name, wire.CHANNELS_PLACEHOLDER)
     done = admit_event(
         event,

@@ -4,13 +4,16 @@ sluice.E001  a SLUICE_ setting is missing or wrong (SLUICE_REDIS_URL included); 
 sluice.E003  the project's own beat would also run Sluice's periodic tasks, on the project's broker.
 sluice.E004  (database) a periodic task Sluice needs is missing or disabled: digests or escalations never go out.
 sluice.E007  the broker settings let a redelivered message come back after its "sent" mark expired (sent twice).
+sluice.E008  a class with durability "replicated" WAITs on a Redis that refuses WAIT to Sluice's user.
 sluice.W001  SLUICE_KINDS declares no kinds: notify() accepts nothing.
+sluice.W004  a Redis a replicated class WAITs on could not be asked whether it takes WAIT.
 """
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
+from redis.exceptions import RedisError, ResponseError
 
 PLAIN_DATABASE_SCHEDULERS = (
     "django_celery_beat.schedulers:DatabaseScheduler",
@@ -23,6 +26,8 @@ PERIODIC_TASKS = {
     "sluice.overflow.drain": "sluice_digest",
     "sluice.inbox.escalate": "sluice_notifications",
 }
+#: The classes whose events fold (and so WAIT on the digest's Redis, where it is another).
+FOLDING_CLASSES = ("routine", "background")
 
 
 @register()
@@ -108,3 +113,63 @@ def check_periodic_tasks(app_configs=None, databases=None, **kwargs):
             continue
         errors.append(Error(f"the periodic task {task!r} {problem}", hint=hint, id="sluice.E004"))
     return errors
+
+
+@register()
+def check_wait(app_configs=None, **kwargs):
+    """sluice.E008 when a Redis that a replicated class WAITs on refuses WAIT to Sluice's user (every admission of
+    the class would then be Unavailable); sluice.W004 when that Redis cannot be asked."""
+    from .conf import sluice_settings
+    from .connections import get_redis
+    from .redis.addresses import describe
+
+    try:
+        waited_on = _waited_on(sluice_settings())
+    except ImproperlyConfigured:
+        return []  # sluice.E001
+    found = []
+    for url, classes in waited_on.items():
+        names = " and ".join(classes)
+        try:
+            # What admission sends after its script, asking for no replica: it answers at once, or refuses.
+            get_redis(url).execute_command("WAIT", 0, 0)
+        except ResponseError as exc:
+            found.append(
+                Error(
+                    f"the {names} class(es) have durability 'replicated', but Sluice's user may not run WAIT on the "
+                    f"Redis at {describe(url)} ({type(exc).__name__}: {exc}): every write they confirm there would "
+                    "fail, and notify() raise Unavailable (ingest 503)",
+                    hint="Add +wait to the user's ACL rules (docs/redis.md, 'A Redis ACL user for Sluice': "
+                    "pipeline.redis.addresses.acl_rules), or set those classes' durability to 'async'.",
+                    id="sluice.E008",
+                )
+            )
+        except RedisError as exc:
+            found.append(
+                Warning(
+                    f"could not ask the Redis at {describe(url)} whether Sluice's user may run WAIT, which the "
+                    f"{names} class(es) with durability 'replicated' need ({type(exc).__name__}: {exc})",
+                    hint="Run `manage.py check` again where that Redis is reachable.",
+                    id="sluice.W004",
+                )
+            )
+    return found
+
+
+def _waited_on(conf):
+    """{URL: the replicated classes that WAIT there}, one URL per Redis: each replicated class's own Redis, and the
+    digest's where a replicated class folds (its fold step WAITs there)."""
+    from .conf import CLASSES
+    from .connections import fold_store_url, folds_elsewhere
+    from .redis.addresses import identity
+
+    found = {}
+    for klass in CLASSES:
+        if not conf.queues[klass].replicated:
+            continue
+        urls = [conf.queues[klass].redis_url]
+        if klass in FOLDING_CLASSES and folds_elsewhere(klass):
+            urls.append(fold_store_url(klass))
+        for url in urls:
+            found.setdefault(identity(url), (url, []))[1].append(klass)
+    return dict(found.values())

@@ -115,6 +115,9 @@ KIND_KEYS = {
 DIGEST_GROUPS = ("user", "kind", "entity")
 # The fields a kind's url template may name: {entity_id}, {kind}, or a top-level payload field.
 URL_FIELD = re.compile(r"\{([^{}]*)\}")
+# The scheme and authority of a URL template: "https://host:port", or a scheme-relative "//host" (browsers read
+# "/\host" the same), up to the path, the query or the fragment.
+URL_ORIGIN = re.compile(r"^(?:https?:)?[/\\]{2}[^/\\?#]*", re.I)
 
 
 def _digest_group(value, setting):
@@ -134,6 +137,14 @@ def _url_template(value, setting):
     bad = [name for name in URL_FIELD.findall(value) if not re.fullmatch(r"\w+", name)]
     if bad:
         raise ImproperlyConfigured(f"{setting}['url'] names fields as {{entity_id}} or {{payload_field}}, got {bad}")
+    origin = URL_ORIGIN.match(value)
+    if origin and "{" in origin[0]:
+        # The fields are the caller's: a token's payload, the event's entity id. In the host, or where a browser
+        # reads one ("//host/", "/\host/"), they would let whoever sends the event point its link at any site.
+        raise ImproperlyConfigured(
+            f"{setting}['url'] has a field in its scheme and host ({origin[0]!r}): the fields come from the event's "
+            "sender, so only the path, query and fragment may name them; write the host out"
+        )
     return value
 
 

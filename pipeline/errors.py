@@ -21,3 +21,15 @@ class NotReplicated(RuntimeError):
         )
         self.klass, self.step = klass, step
         self.confirmed, self.replicas, self.timeout_ms = confirmed, replicas, timeout_ms
+        # The script's own reply (its writes are on the primary), for a caller that must finish what it began.
+        self.reply = None
+
+
+class WaitRefused(NotReplicated):
+    """A replicated class's Redis refused the WAIT itself (an ACL user without ``+wait``, a proxy that does not
+    take it): the script ran on the primary, and nothing is confirmed. ``reason`` is Redis's answer."""
+
+    def __init__(self, klass, step, replicas, timeout_ms, reason):
+        super().__init__(klass, step, 0, replicas, timeout_ms)
+        self.args = (f"the {klass} {step} was not confirmed: Redis refused WAIT ({reason})",)
+        self.reason = reason

@@ -14,7 +14,7 @@ from redis.exceptions import RedisError
 from pipeline import durability
 from pipeline.conf import sluice_settings
 from pipeline.connections import class_redis, every_redis, get_redis, script
-from pipeline.errors import NotReplicated
+from pipeline.errors import NotReplicated, WaitRefused
 from pipeline.redis import keys
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, float("inf"))
@@ -112,6 +112,8 @@ def finish_send(claim_key, channel, klass, status, seconds=None, mark=None, also
             klass=klass,
             step="end",
         )
+    except WaitRefused as exc:
+        count_unconfirmed(exc)  # pipeline.durability logged the refusal once; a line per send would bury it
     except NotReplicated as exc:
         count_unconfirmed(exc)
         logger.warning("a %s send on %s ended unconfirmed by its replicas: %s", klass, channel, exc)

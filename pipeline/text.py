@@ -20,6 +20,7 @@ LOGGERS = (
     "sluice.breaker",
     "sluice.delivery",
     "sluice.digest",
+    "sluice.durability",
     "sluice.exporter",
     "sluice.fetch",
     "sluice.housekeeping",

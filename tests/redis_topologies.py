@@ -56,9 +56,10 @@ def make_certificates(folder):
 
 class TLSRedis(RedisServer):
     """A redis-server that speaks only TLS, whose default user has ``admin_password``, plus ``users``
-    (ACL rules, as in ``user`` lines of redis.conf)."""
+    (ACL rules, as in ``user`` lines of redis.conf); with ``replica_of`` (another TLSRedis with the same password), a
+    replica of it, replicating over TLS."""
 
-    def __init__(self, certs, admin_password, users=()):
+    def __init__(self, certs, admin_password, users=(), replica_of=None):
         self.certs = Path(certs)
         self.admin_password = admin_password
         tls_port = free_port()
@@ -69,7 +70,14 @@ class TLSRedis(RedisServer):
             "--tls-ca-cert-file", str(self.certs / "ca.crt"),
             "--tls-auth-clients", "no",
             "--requirepass", admin_password,
+            # A replica syncs at once, not 5 s later.
+            "--repl-diskless-sync-delay", "0",
         ]  # fmt: skip
+        if replica_of is not None:
+            extra += [
+                "--replicaof", "127.0.0.1", str(replica_of.port), "--tls-replication", "yes",
+                "--masterauth", admin_password,
+            ]  # fmt: skip
         for rules in users:
             extra += ["--user", *rules.split()]
         super().__init__(*extra, port=tls_port)
@@ -90,6 +98,13 @@ class TLSRedis(RedisServer):
             socket_connect_timeout=2,
             socket_timeout=10,
         )
+
+    def confirmed_by_a_replica(self):
+        """Whether a write of this primary's own is confirmed by a replica (WAIT counts one only once it is online,
+        a moment after its first sync)."""
+        with self.admin() as client:
+            client.set("sync-probe", 1)
+            return client.wait(1, 100) >= 1
 
 
 class SentinelGroup:

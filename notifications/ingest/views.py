@@ -74,7 +74,7 @@ def body_limit():
 @csrf_exempt  # Safe because only the Authorization header authenticates: a browser never sends it by itself.
 def ingest(request):
     """Publish one notification for another service; see docs/ingest.md."""
-    from notifications.api import notify_in_scope
+    from notifications.api import answer_unknown_user, notify_in_scope
 
     token = None
     try:
@@ -85,21 +85,23 @@ def ingest(request):
         idempotency_key = _idempotency_key(request)
         event = _read_event(request)
         _check_scope(token, event)
-        published = notify_in_scope(
-            idempotency_scope(token),
-            event["user"],
-            event["kind"],
+        fields = dict(
             entity_id=_namespaced(token, event["entity_id"]),
             payload=event.get("payload"),
             idempotency_key=idempotency_key,
         )
+        try:
+            published = notify_in_scope(idempotency_scope(token), event["user"], event["kind"], **fields)
+        except exceptions.UnknownUser:
+            if token.reveal_details or not _well_formed_pk(event["user"]):
+                raise
+            # The same answer as for a user who exists, its Idempotency-Key recorded and replayed alike: a token may
+            # not learn which user ids do. The log says it.
+            _log_refusal(token, "unknown_user", logging.INFO)
+            published = answer_unknown_user(idempotency_scope(token), event["kind"], **fields)
     except Refusal as refusal:
         return _refuse(token, refusal)
     except exceptions.UnknownUser as exc:
-        if not token.reveal_details and _well_formed_pk(event["user"]):
-            # The same answer as for a user who exists: a token may not learn which user ids do. The log says it.
-            _log_refusal(token, "unknown_user", logging.INFO)
-            return _json(202, {"outcome": "accepted"})
         return _refuse(token, Refusal(400, "unknown_user", str(exc)))
     except exceptions.NotifyError as exc:
         status, code = next((s, c) for cls, s, c in NOTIFY_ERRORS if isinstance(exc, cls))

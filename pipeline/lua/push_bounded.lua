@@ -13,11 +13,12 @@
 --           idempotency key was recorded already (by a concurrent call with the same key), its value: nothing pushed
 --! include depth
 -- depth(lists, first): the summed lengths of lists[first..#lists] (include/depth.lua)
+--! include replayed
+-- replayed(key, counters, replay_field): the recorded outcome, the replay counted; or nil (include/replayed.lua)
 local ttl = tonumber(ARGV[5])
 if ttl > 0 then
-  local recorded = redis.call('GET', KEYS[2])
+  local recorded = replayed(KEYS[2], KEYS[1], ARGV[6])
   if recorded then
-    redis.call('HINCRBY', KEYS[1], ARGV[6], 1)
     return recorded
   end
 end

@@ -257,6 +257,8 @@ ACL_COMMANDS = (
     "hello", "select", "ping",
     # Lua (every read-modify-write), and the transactions of redis-py's pipelines and kombu's acks.
     "eval", "evalsha", "script|load", "script|exists", "multi", "exec",
+    # A class with durability "replicated": WAIT for its replicas after each write it confirms (pipeline/durability.py).
+    "wait",
     # Keys and strings: heartbeats, the gate's holds, digest claims, kombu's restore lock.
     "del", "exists", "expire", "expireat", "pexpire", "pttl", "get", "set", "rename", "time",
     # Hashes: counters, breakers, kombu's unacked record, fold store entries.

@@ -8,7 +8,7 @@ from contextlib import nullcontext
 from django.contrib.auth import get_user_model
 from django.test import override_settings
 
-from notifications import notify
+from notifications import Outcome, notify
 from notifications.delivery.tasks import send_tasks
 from pipeline.connections import get_redis
 from sluice_tools.bench.common import percentile
@@ -195,9 +195,16 @@ def measure(users, calls, rounds, progress, choices, queues, kinds, idempotency=
     return result
 
 
+#: How many keys the bytes a key really takes are measured over: Redis's tables of keys and of expiries grow by
+#: doubling, so what one more key costs depends on how full they are.
+KEYS_MEASURED = (20_000, 100_000)
+
+
 def key_costs(client, user, queues):
     """What one recorded idempotency key holds in Redis (MEMORY USAGE, with its TTL), for a caller's key of 5 and
-    of 255 characters; and the round trips of a replay. The bench's keys are dropped after."""
+    of 255 characters; what a key really takes (used_memory per key over KEYS_MEASURED keyed notify() calls of a user
+    who turned the kind off: each is SUPPRESSED, publishes nothing and records its key, so the key is all that
+    grows); and the round trips of a replay. The bench's keys are dropped after."""
     from notifications.api import NOTIFY_SCOPE
     from pipeline.redis import keys
 
@@ -210,7 +217,40 @@ def key_costs(client, user, queues):
         with RoundTrips() as counted:
             notify(user, KIND, entity_id="key-cost", payload=PAYLOAD, idempotency_key=caller_key)
     client.delete("routine")
-    recorded = list(client.scan_iter(match=keys.idempotency_pattern(), count=1000))
+    _drop_keys(client, keys.idempotency_pattern())
+    return {
+        "idempotency_key_bytes": sizes,
+        "idempotency_key_used_bytes": suppressed_key_bytes(client, queues),
+        "round_trips_per_replay": counted.count,
+    }
+
+
+def suppressed_key_bytes(client, queues):
+    """{keys: used_memory per key} for KEYS_MEASURED keyed notify() calls that each come to SUPPRESSED."""
+    from notifications import preferences
+    from pipeline.redis import keys
+
+    user = get_user_model().objects.get_or_create(username="bench-suppressed")[0]
+    used = {}
+    try:
+        preferences.set(user, kind=KIND, mode="off")
+        preferences.write_mirror([user.pk])
+        with override_settings(SLUICE_QUEUES=queues):
+            if notify(user, KIND, entity_id="e", payload=PAYLOAD) is not Outcome.SUPPRESSED:
+                raise RuntimeError(f"{KIND} with every channel off was not suppressed: the bytes are not a key's")
+            for count in KEYS_MEASURED:
+                before = client.info("memory")["used_memory"]
+                for _ in range(count):
+                    notify(user, KIND, entity_id="e", payload=PAYLOAD, idempotency_key=uuid.uuid4().hex)
+                used[str(count)] = round((client.info("memory")["used_memory"] - before) / count, 1)
+                _drop_keys(client, keys.idempotency_pattern())
+    finally:
+        client.delete(keys.preferences(user.pk))
+        user.delete()
+    return used
+
+
+def _drop_keys(client, pattern):
+    recorded = list(client.scan_iter(match=pattern, count=1000))
     for first in range(0, len(recorded), 500):
         client.delete(*recorded[first : first + 500])
-    return {"idempotency_key_bytes": sizes, "round_trips_per_replay": counted.count}

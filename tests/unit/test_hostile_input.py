@@ -179,8 +179,9 @@ def test_nesting_has_a_fixed_limit_whatever_the_callers_stack(redis_client, vali
             call({**valid, "payload": payload})
 
 
+# "\x01" is written as a six-byte escape ("\x00" too, which notify() refuses whatever its size: test_notify.py).
 @FEW
-@given(n=st.integers(0, 4 * LIMIT), char=st.sampled_from(["x", "é", "€", "😀", "\x00", '"', "\\"]))
+@given(n=st.integers(0, 4 * LIMIT), char=st.sampled_from(["x", "é", "€", "😀", "\x01", '"', "\\"]))
 def test_payload_size_is_measured_as_utf8_json(redis_client, valid, n, char):
     payload = {"blob": char * n}
     size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())

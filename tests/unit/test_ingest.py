@@ -160,6 +160,7 @@ def test_unknown_field_is_400(redis_client, user, raw, post):
         ({"entity_id": "\ud800"}, "invalid_entity_id", "lone surrogates"),
         ({"payload": [1]}, "invalid_payload", "must be a dict, got list"),
         ({"payload": {"x": "\udfff"}}, "invalid_payload", "lone surrogate"),
+        ({"payload": {"title": "a\u0000b"}}, "invalid_payload", "U+0000"),
     ],
 )
 def test_validation_error_is_400_with_notifys_message(redis_client, user, raw, post, fields, code, words):

@@ -25,6 +25,26 @@ def test_a_repeat_answers_the_first_answer_and_publishes_nothing(redis_client, u
     assert read_counters()[idempotent_replay_field("routine")] == 1
 
 
+def test_an_unknown_users_key_is_recorded_and_replayed_as_a_real_users(redis_client, user, make_token, post):  # noqa: F811
+    """A token without reveal must not tell real user ids from unknown ones by Idempotent-Replayed either."""
+    raw = make_token(reveal_details=False)[1]
+    answers = {}
+    for who, pk in (("known", user.pk), ("unknown", 987654)):
+        body = event(user, kind="task.assigned", entity_id=f"t-{who}")
+        body["user"] = pk
+        first, second = (keyed(post, body, raw, f"req-{who}") for _ in range(2))
+        answers[who] = [(r.status_code, r.content, r.get("Idempotent-Replayed")) for r in (first, second)]
+    assert answers["known"] == answers["unknown"]
+    assert answers["unknown"][1][2] == "true"
+    assert redis_client.llen("routine") == 1, "only the real user's event was published"
+    assert redis_client.get(keys.idempotency("ingest:billing", "req-unknown")) == b"accepted"
+    assert read_counters()[idempotent_replay_field("routine")] == 2
+    # The key alone decides, as for a real user: a real user's event sent with that key later is a replay.
+    body = event(user, kind="task.assigned", entity_id="t-later")
+    assert keyed(post, body, raw, "req-unknown")["Idempotent-Replayed"] == "true"
+    assert redis_client.llen("routine") == 1
+
+
 def test_a_folded_answer_is_replayed_as_folded(redis_client, user, make_token, post, settings):  # noqa: F811
     settings.SLUICE_QUEUES = {"routine": {"capacity": 1}}
     raw = make_token()[1]

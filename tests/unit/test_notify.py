@@ -86,12 +86,23 @@ def test_bad_kind_or_entity_is_refused_and_nothing_is_published(redis_client, us
         ([1, 2], InvalidPayload, "must be a dict, got list"),
         ({"blob": "x" * 17000}, PayloadTooLarge, "SLUICE_MAX_PAYLOAD_BYTES is 16384"),
         ({"bad": "\ud800"}, InvalidPayload, "lone surrogate"),
+        # PostgreSQL stores U+0000 neither in text nor in jsonb: the inbox's write could only fail, six times.
+        ({"title": "a\x00b"}, InvalidPayload, r"U\+0000"),
+        ({"a\x00": 1}, InvalidPayload, r"U\+0000"),
+        ({"deep": [{"x": ["ok", "\x00"]}]}, InvalidPayload, r"U\+0000"),
+        ({"\\": "\\\x00"}, InvalidPayload, r"U\+0000"),
     ],
 )
 def test_bad_payload_is_refused_and_nothing_is_published(redis_client, user, payload, error, words):
     with pytest.raises(error, match=words):
         notify(user, "task.assigned", entity_id="e", payload=payload)
     assert sum(depths(redis_client).values()) == 0
+
+
+@pytest.mark.parametrize("text", ["\\u0000", "\\\\u0000", "u0000", "\x01", "\\\\\\u0000x"])
+def test_text_that_only_reads_like_a_nul_is_accepted(redis_client, user, text):
+    """A backslash written out before "u0000" is not U+0000, and other control characters are stored fine."""
+    assert notify(user, "task.assigned", entity_id="e", payload={text: text}) is Outcome.ACCEPTED
 
 
 @pytest.mark.parametrize("who", [987654, "987654", "not-a-pk", 1.5, None, True])

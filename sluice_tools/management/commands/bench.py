@@ -156,7 +156,9 @@ class Command(BaseCommand):
                 f"with an idempotency key: {result['round_trips_per_keyed_notify']} Redis round trips per notify(), "
                 f"{result['keyed_vs_keyless_notify']}x the rate without one; a replay is "
                 f"{result['round_trips_per_replay']} round trip; one recorded key holds {sizes['5_chars']} bytes in "
-                f"Redis (MEMORY USAGE) for a 5-character key, {sizes['255_chars']} for a 255-character one"
+                f"Redis (MEMORY USAGE) for a 5-character key, {sizes['255_chars']} for a 255-character one; used "
+                "memory per key: "
+                + ", ".join(f"{per} bytes over {n} keys" for n, per in result["idempotency_key_used_bytes"].items())
             )
         return result
 
