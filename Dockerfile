@@ -19,6 +19,11 @@ RUN pip install -r requirements.txt
 
 COPY . .
 
+# The static files (the admin's CSS, the inbox bell's script) into STATIC_ROOT, /app/staticfiles, which whitenoise
+# serves from the web pods (settings: WhiteNoiseMiddleware). Settings need a secret key to load; this one signs
+# nothing, and the image never runs with it.
+RUN DJANGO_SECRET_KEY=collectstatic-only-signs-nothing python manage.py collectstatic --noinput -v0
+
 # The chart runs every container with this UID, a read-only root filesystem and /tmp as an emptyDir.
 RUN useradd --uid 10001 --user-group --no-create-home --home-dir /app --shell /usr/sbin/nologin sluice
 USER 10001

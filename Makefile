@@ -63,7 +63,7 @@ wheel: $(BUILD_STAMP)
 	$(BUILD_VENV)/bin/python -m build --wheel --no-isolation --outdir dist .
 
 clean:
-	rm -rf $(VENV) $(AUDIT_VENV) $(BUILD_VENV) $(DJANGO6_VENV) sluice.sqlite3 dist build *.egg-info
+	rm -rf $(VENV) $(AUDIT_VENV) $(BUILD_VENV) $(DJANGO6_VENV) sluice.sqlite3* dist build *.egg-info
 
 bench: $(STAMP)
 	$(DEMO_KEY) $(BIN)/python manage.py bench incident --scale 1.0 --out docs/reports --json docs/reports/bench.json

@@ -4,13 +4,16 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .validate import mapping, positive_int
 
-DEFAULT_INBOX = {"max_items": 500, "retention_days": 90}
+# max_payload_bytes: what an item keeps of its newest event's payload, as JSON (notifications.inbox.bounds); a
+# caller's payload may be up to SLUICE_MAX_PAYLOAD_BYTES, and a user keeps up to max_items rows.
+DEFAULT_INBOX = {"max_items": 500, "retention_days": 90, "max_payload_bytes": 2048}
 #: The inbox channel's backend: a kind escalates only from an inbox, so it must have a channel with it.
 INBOX_BACKEND = "notifications.inbox.channel.InboxChannel"
 
 
 def inbox(raw):
-    """SLUICE_INBOX: the most items a user keeps, and how many days an item untouched since is kept."""
+    """SLUICE_INBOX: the most items a user keeps, how many days an item untouched since is kept, and the most
+    bytes of payload an item keeps."""
     conf = {**DEFAULT_INBOX, **mapping(raw, "SLUICE_INBOX")}
     extra = set(conf) - set(DEFAULT_INBOX)
     if extra:

@@ -63,6 +63,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The static files (the admin's, the inbox bell's) under gunicorn: the image collects them at build time.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -98,8 +100,28 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
+# SQLite's settings for several writers at once (the web process, beat and each worker pool): WAL lets readers go
+# on beside a writer; every transaction takes the write lock when it begins (IMMEDIATE), so two transactions that
+# read and then write never deadlock (a deferred one failed at once with "database is locked", whatever the
+# timeout); and a writer waits up to `timeout` seconds for the lock. It is for a trial: PostgreSQL is the database
+# for anything more (docs/integrate.md).
+_SQLITE_OPTIONS = {
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+}
+
+
+def _database(url, conn_max_age=0):
+    """The database of ``url``; an SQLite one set up for concurrent writers (_SQLITE_OPTIONS)."""
+    config = dj_database_url.parse(url, conn_max_age=conn_max_age)
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        config["OPTIONS"] = {**_SQLITE_OPTIONS, **config.setdefault("OPTIONS", {})}
+    return config
+
+
 DATABASES = {
-    "default": dj_database_url.parse(
+    "default": _database(
         os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'sluice.sqlite3'}"),
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
     )
@@ -111,7 +133,11 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Where collectstatic puts the static files, and whitenoise serves them from: the image runs collectstatic when it is
+# built (the Dockerfile). A checkout that has not collected them (development, the tests, the demo) has whitenoise
+# find each in its app instead, when it is asked for.
+STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT") or BASE_DIR / "staticfiles")
+WHITENOISE_AUTOREFRESH = WHITENOISE_USE_FINDERS = DEBUG or not STATIC_ROOT.is_dir()
 
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")

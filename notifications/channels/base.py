@@ -38,6 +38,9 @@ class Message:
     count: int = 1
     # For a digest: when its oldest folded event happened (seconds since the epoch).
     first_seen: float | None = None
+    # When the event whose payload it carries happened (seconds since the epoch): a single event's first publish
+    # (a retry keeps it), a fold's latest event. None when unknown. The inbox keeps the newest payload by it.
+    happened_at: float | None = None
     # When the send must be over (time.monotonic()): the class's send budget, or the kind's expiry if sooner.
     # A backend never waits on its provider past it.
     deadline: float | None = None

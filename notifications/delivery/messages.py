@@ -51,6 +51,8 @@ def messages_of(attempt):
             payload=payload,
             count=count,
             first_seen=extra.get("first_seen"),
+            # A fold carries its latest event's payload, stamped last_seen; a single event, its first publish.
+            happened_at=extra.get("last_seen") or attempt.published_at,
             expires_at=expires_at,
         )
         for channel in channels_of(kind_obj, channels)

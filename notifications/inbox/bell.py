@@ -7,6 +7,8 @@ from . import unread
 
 #: How often the bell's script asks for the count, in seconds (the tag's ``poll_s`` changes it).
 POLL_S = 30
+# The item id in the open URL the script is given: it puts each item's own id in its place.
+ID_SLOT = 999999999
 
 
 def context(request, poll_s=POLL_S, namespace="sluice"):
@@ -26,5 +28,6 @@ def context(request, poll_s=POLL_S, namespace="sluice"):
             "unread": reverse(f"{namespace}:inbox_unread"),
             "items": reverse(f"{namespace}:inbox"),
             "read": reverse(f"{namespace}:inbox_read"),
+            "open": reverse(f"{namespace}:inbox_open", args=[ID_SLOT]).replace(str(ID_SLOT), "{id}"),
         },
     }

@@ -7,7 +7,7 @@ from django.db.models import Q
 
 class InboxItem(models.Model):
     """What a user sees in the inbox. While it is unread (and not archived), a new event of the same user, kind and
-    entity folds into it (count, latest payload, title, body and time) instead of adding a row."""
+    entity folds into it (count, the newest event's payload, title, body and time) instead of adding a row."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sluice_inbox_items")
     kind = models.CharField(max_length=100)
@@ -20,6 +20,9 @@ class InboxItem(models.Model):
     count = models.PositiveIntegerField(default=1)
     # The last notification folded in: a send retried after the row was written folds nothing twice.
     last_notification = models.CharField(max_length=100, blank=True)
+    # When the event whose payload (and link) it shows happened: a fold takes an event's payload only if it happened
+    # at or after this, so an older event written late (a retry) adds to the count without bringing back older text.
+    happened_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
     read_at = models.DateTimeField(null=True, blank=True)
@@ -61,6 +64,7 @@ class InboxItem(models.Model):
             "count": self.count,
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
+            "happened_at": (self.happened_at or self.updated_at).isoformat(),
             "read": self.read_at is not None,
             "archived": self.archived_at is not None,
         }

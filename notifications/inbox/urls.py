@@ -9,4 +9,5 @@ urlpatterns = [
     path("unread/", views.unread_count, name="inbox_unread"),
     path("read/", views.mark_read, name="inbox_read"),
     path("archive/", views.archive, name="inbox_archive"),
+    path("<int:item_id>/open/", views.open_item, name="inbox_open"),
 ]

@@ -1,25 +1,31 @@
-"""The inbox API for the host's pages: list, unread count, mark read, archive; the signed-in user's own items.
+"""The inbox API for the host's pages: list, unread count, mark read, archive, open; the signed-in user's own items.
 
-Session authentication and Django's CSRF protection, as /api/preferences/: a POST needs the CSRF token. Input is
-bounded (a body of at most BODY_LIMIT bytes, at most MAX_IDS ids, pages of at most MAX_PAGE items) and each user may
-change their inbox CHANGE_BURST times at once and CHANGE_RATE_PER_S times a second after that (429 past it).
+Session authentication and Django's CSRF protection, as /api/preferences/: a POST needs the CSRF token, whether or
+not the host runs CsrfViewMiddleware (each POST view is csrf_protect'ed itself). Input is bounded (a body of at most
+BODY_LIMIT bytes, at most MAX_IDS ids, pages of at most MAX_PAGE items) and each user may change their inbox
+CHANGE_BURST times at once and CHANGE_RATE_PER_S times a second after that (429 past it).
+
+Opening an item (GET /api/inbox/<id>/open/, where the bell links each item) marks it read and redirects to the
+item's own stored link, never to a target the request names: the page it lands on already counts it read.
 
 The unread count is what every page load and every poll asks: it reads the user's id from the session and the
 count from Redis (notifications.inbox.unread), never the user row nor an item, and answers 304 to a poll whose
 If-None-Match still holds.
 """
 
+import logging
 import math
 
 from django.contrib.auth import SESSION_KEY, get_user_model
 from django.db.models import Q
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseRedirect
 from django.utils import timezone
+from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 from redis.exceptions import RedisError
 
 from notifications.inbox.models import InboxItem
-from notifications.json_api import BadRequest, invalid, read_object, respond, unauthorized, unavailable
+from notifications.json_api import BadRequest, invalid, query, read_object, respond, unauthorized, unavailable
 from pipeline import metrics
 from pipeline.redis import keys
 from pipeline.token_bucket import take_from
@@ -33,6 +39,8 @@ DEFAULT_PAGE = 20
 # A person clicks: twenty changes at once, then five a second.
 CHANGE_BURST = 20
 CHANGE_RATE_PER_S = 5
+
+logger = logging.getLogger("sluice.inbox")
 
 
 @require_GET
@@ -74,16 +82,17 @@ def items(request):
     if not request.user.is_authenticated:
         return unauthorized()
     try:
-        limit = _int(request.GET.get("limit", DEFAULT_PAGE), "limit", 1, MAX_PAGE)
-        before = request.GET.get("before")
+        limit = _int(query(request, "limit") or DEFAULT_PAGE, "limit", 1, MAX_PAGE)
+        before = query(request, "before")
         before = None if before in (None, "") else _int(before, "before", 1)
+        kind = query(request, "kind")
     except BadRequest as exc:
         return invalid(exc)
     rows = InboxItem.objects.filter(user=request.user, archived_at__isnull=True)
     if request.GET.get("unread") in ("1", "true"):
         rows = rows.filter(read_at__isnull=True)
-    if request.GET.get("kind"):
-        rows = rows.filter(kind=request.GET["kind"][:100])
+    if kind:
+        rows = rows.filter(kind=kind[:100])
     if before is not None:
         rows = rows.filter(pk__lt=before)
     page = list(rows.order_by("-pk")[: limit + 1])
@@ -99,6 +108,7 @@ def items(request):
 
 
 @require_POST
+@csrf_protect
 def mark_read(request):
     """POST /api/inbox/read/ {"ids": [..]} or {"up_to": id}: mark those items read, or every unread item up to and
     including ``up_to`` (the newest the page showed: "mark all read" never marks one that arrived since)."""
@@ -106,9 +116,41 @@ def mark_read(request):
 
 
 @require_POST
+@csrf_protect
 def archive(request):
     """POST /api/inbox/archive/ {"ids": [..]}: archive those items (they leave the list and the count)."""
     return _change(request, "archived_at", allow_up_to=False)
+
+
+@require_GET
+def open_item(request, item_id):
+    """GET /api/inbox/<id>/open/: mark the user's item read and redirect to its own link (404 for an item of someone
+    else's, or one without a link). Within the user's rate of changes only: past it, or with Redis unreachable,
+    the link still opens and the item stays unread."""
+    if not request.user.is_authenticated:
+        return unauthorized()
+    user_id = request.user.pk
+    item = InboxItem.objects.filter(pk=item_id, user_id=user_id).only("url", "read_at").first()
+    if item is None or not _own_link(item.url):
+        return respond(404, {"error": "not_found", "detail": "no item of yours with a link has this id"})
+    if item.read_at is None:
+        try:
+            if not take_from(keys.inbox_rate(user_id), CHANGE_RATE_PER_S, CHANGE_BURST):
+                changed = InboxItem.objects.filter(pk=item.pk, read_at__isnull=True).update(read_at=timezone.now())
+                if changed:
+                    metrics.count(metrics.INBOX_READS, changed)
+                    unread.refresh(user_id)
+        except RedisError as exc:
+            logger.warning("inbox item %s opened unmarked: Redis is unavailable (%s)", item.pk, type(exc).__name__)
+    return HttpResponseRedirect(item.url)
+
+
+def _own_link(url):
+    """An item's stored link as its kind's ``url`` makes it: a path on this site, or an http(s) URL. A path that a
+    browser would read as another host ("//host", "/\\host") is never redirected to."""
+    if url.startswith(("https://", "http://")):
+        return True
+    return url.startswith("/") and not url.startswith(("//", "/\\"))
 
 
 def _change(request, field, allow_up_to):

@@ -1,6 +1,7 @@
 """GET and PUT /api/preferences/: the signed-in user's own preferences, for a host's front end.
 
-Session authentication and Django's CSRF protection, as any page of the host: a PUT needs the CSRF token.
+Session authentication and Django's CSRF protection, as any page of the host: a PUT needs the CSRF token, whether or
+not the host runs CsrfViewMiddleware (the view is csrf_protect'ed itself).
 A PUT replaces the user's choices, quiet hours and cadence with the body, all or nothing. The whole body is checked
 before anything is written: bad input gets a 400 naming the field, a scope given twice a 400 naming the row, and
 nothing is saved. The rows are then written in bulk and the user's Redis mirror once, in one transaction. Each user
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, OperationalError, transaction
+from django.views.decorators.csrf import csrf_protect
 from redis.exceptions import RedisError
 
 from notifications import preferences
@@ -37,6 +39,7 @@ class Replacement:
     settings: dict
 
 
+@csrf_protect
 def preferences_view(request):
     """GET: the user's preferences and what they mean per kind; PUT: replace them."""
     if not request.user.is_authenticated:

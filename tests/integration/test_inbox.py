@@ -104,3 +104,50 @@ def test_items_untouched_past_retention_days_are_pruned_and_the_count_follows(in
     assert prune() == 1
     assert list(InboxItem.objects.values_list("entity_id", flat=True)) == ["new"]
     assert unread.read(user.pk)[0] == 1
+
+
+def test_an_older_event_written_after_a_newer_one_adds_its_count_and_keeps_the_newer_text(inbox_settings, user):
+    # The newer event (t=2000) is written first; the older one (t=1000), retried, lands after it.
+    send(message_at(user, 2000.0, {"title": "Budget v2"}, notification_id="new"))
+    send(message_at(user, 1000.0, {"title": "Budget v1"}, notification_id="old"))
+    item = InboxItem.objects.get(user=user)
+    assert item.count == 2
+    assert item.payload == {"title": "Budget v2"}
+    assert item.title == "2 updates on Budget v2"
+    assert item.happened_at.timestamp() == 2000.0
+    # A newer one still takes over, and an event of the same time as the shown one too (the later write).
+    send(message_at(user, 3000.0, {"title": "Budget v3"}))
+    send(message_at(user, 3000.0, {"title": "Budget v3, fixed"}))
+    item.refresh_from_db()
+    assert (item.count, item.payload, item.title) == (4, {"title": "Budget v3, fixed"}, "4 updates on Budget v3, fixed")
+    assert item.as_json()["happened_at"] == item.happened_at.isoformat()
+
+
+def message_at(user, happened_at, payload, notification_id=None):
+    from dataclasses import replace
+
+    return replace(inbox_message(user.pk, payload=payload, notification_id=notification_id), happened_at=happened_at)
+
+
+def test_a_row_keeps_its_payload_and_body_within_their_bounds(inbox_settings, user, settings):
+    from notifications.inbox import bounds
+
+    # What a token may send: a payload of SLUICE_MAX_PAYLOAD_BYTES (16 KiB), all of it in fields a template shows.
+    hostile = {"title": "Quarterly report " + "x" * 7000, "summary": "y" * 8000, "n": 7}
+    assert bounds.size(hostile) <= settings.SLUICE_MAX_PAYLOAD_BYTES
+    send(inbox_message(user.pk, kind="doc.shared", entity_id="q3", payload=hostile))
+    item = InboxItem.objects.get(user=user)
+    assert bounds.size(item.payload) <= 2048  # SLUICE_INBOX["max_payload_bytes"]'s default
+    assert set(item.payload) == {"title", "summary", "n"}  # every field a template names is still there
+    assert item.payload["title"].startswith("Quarterly report x")
+    assert item.payload["title"].endswith("…")
+    assert item.payload["n"] == 7
+    assert len(item.title) <= 300
+    assert len(item.body) <= bounds.BODY_CHARS  # the default template puts the title in the body
+    assert item.body.startswith("There is news about Quarterly report")
+    small = {"title": "Memo", "summary": "short"}
+    send(inbox_message(user.pk, kind="doc.shared", entity_id="memo", payload=small))
+    assert InboxItem.objects.get(entity_id="memo").payload == small  # a payload within the bound is kept whole
+    settings.SLUICE_INBOX = {"max_payload_bytes": 100}
+    send(inbox_message(user.pk, kind="doc.shared", entity_id="tight", payload=hostile))
+    assert bounds.size(InboxItem.objects.get(entity_id="tight").payload) <= 100

@@ -111,3 +111,38 @@ def test_signed_out_bad_input_and_csrf(inbox_settings, user):
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(user)
     assert post(strict, "/api/inbox/read/", {"ids": [1]}).status_code == 403
+
+
+def test_opening_an_item_marks_it_read_and_redirects_to_its_own_link(signed_in, user, django_user_model):
+    from notifications.inbox import unread
+
+    send(user, "q3")
+    send(user, "memo", kind="doc.shared")  # a kind without a url: its item has no link
+    item = InboxItem.objects.get(entity_id="q3")
+    assert item.url == "/docs/q3/"
+    # The target is the item's own stored link, whatever the request names.
+    opened = signed_in.get(f"/api/inbox/{item.pk}/open/?next=https://evil.example/&url=//evil.example")
+    assert (opened.status_code, opened["Location"]) == (302, "/docs/q3/")
+    item.refresh_from_db()
+    assert item.read_at is not None
+    assert unread.read(user.pk)[0] == 1  # the page it lands on counts it read already
+    again = signed_in.get(f"/api/inbox/{item.pk}/open/")
+    assert (again.status_code, again["Location"]) == (302, "/docs/q3/")  # a read item still opens
+    memo = InboxItem.objects.get(entity_id="memo")
+    assert signed_in.get(f"/api/inbox/{memo.pk}/open/").status_code == 404
+    assert InboxItem.objects.get(pk=memo.pk).read_at is None
+
+
+def test_opening_is_for_the_items_own_user_and_never_a_link_to_another_host(signed_in, user, django_user_model):
+    bob = django_user_model.objects.create_user("bob")
+    send(bob, "q3")
+    bobs = InboxItem.objects.get(user=bob)
+    assert signed_in.get(f"/api/inbox/{bobs.pk}/open/").status_code == 404
+    assert InboxItem.objects.get(pk=bobs.pk).read_at is None
+    send(user, "q3")
+    mine = InboxItem.objects.get(user=user)
+    for stored in ("//evil.example/x", "/\\evil.example/x", "javascript:alert(1)"):
+        InboxItem.objects.filter(pk=mine.pk).update(url=stored)  # never made by a kind's url: refused all the same
+        assert signed_in.get(f"/api/inbox/{mine.pk}/open/").status_code == 404, stored
+    assert Client().get(f"/api/inbox/{mine.pk}/open/").status_code == 401
+    assert post(signed_in, f"/api/inbox/{mine.pk}/open/", {}).status_code == 405

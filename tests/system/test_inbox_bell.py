@@ -1,5 +1,6 @@
-"""A real browser (headless Chromium) on the demo's admin pages: the inbox bell with its count, the dropdown, and
-"mark all read" bringing the count to 0. Screenshots of each step go to docs/screenshots/."""
+"""A real browser (headless Chromium) on the demo's admin pages: the inbox bell with its count, the dropdown with each
+item's time, opening an item (it is read on the page it lands on), and "mark all read" bringing the count to 0, on a
+desktop and on a phone's width. Screenshots of each step go to docs/screenshots/."""
 
 import os
 import re
@@ -62,6 +63,9 @@ def demo(redis_server, redis_client, tmp_path):
             process.wait()
 
 
+PHONE = (390, 844)
+
+
 @pytest.mark.timeout(300)
 def test_the_bell_in_the_demos_admin_counts_opens_and_marks_all_read(demo):
     from selenium.webdriver.common.by import By
@@ -69,6 +73,7 @@ def test_the_bell_in_the_demos_admin_counts_opens_and_marks_all_read(demo):
     admin_url, password = demo
     driver = browser()
     SHOTS.mkdir(parents=True, exist_ok=True)
+    items = lambda: driver.find_elements(By.CSS_SELECTOR, ".sluice-bell__item")  # noqa: E731
     try:
         driver.get(admin_url)
         driver.find_element(By.NAME, "username").send_keys("admin")
@@ -80,11 +85,41 @@ def test_the_bell_in_the_demos_admin_counts_opens_and_marks_all_read(demo):
         driver.save_screenshot(str(SHOTS / "inbox-bell.png"))
 
         driver.find_element(By.CSS_SELECTOR, ".sluice-bell__button").click()
-        items = lambda: driver.find_elements(By.CSS_SELECTOR, ".sluice-bell__item")  # noqa: E731
         wait_for(lambda: len(items()) == 3, what=lambda: f"three items in the dropdown, {len(items())} shown")
-        titles = [item.find_element(By.CSS_SELECTOR, ".sluice-bell__item-title").text for item in items()]
-        assert "20 new comments in task «Quarterly report»" in titles, titles  # twenty events, one item
+        titles = [item.find_element(By.CSS_SELECTOR, ".sluice-bell__item-title") for item in items()]
+        assert "20 new comments in task «Quarterly report»" in [t.text for t in titles]  # twenty events, one item
+        # A linked item is an <a> in the admin's header, whose links are white: its title keeps the bell's colour.
+        colours = {t.value_of_css_property("color") for t in titles}
+        assert colours == {"rgba(34, 34, 34, 1)"}, colours  # --sluice-bell-fg, #222
+        # Each item shows when its newest event happened: the demo wrote them moments ago.
+        times = [item.find_element(By.CSS_SELECTOR, ".sluice-bell__item-time") for item in items()]
+        assert all(t.get_attribute("datetime") for t in times), [t.get_attribute("outerHTML") for t in times]
+        assert {t.text for t in times} <= {"now", "1 minute ago", "2 minutes ago"}, [t.text for t in times]
         driver.save_screenshot(str(SHOTS / "inbox-dropdown.png"))
+
+        # Opening an item follows its link; the page it lands on already counts it read.
+        budget = next(i for i in items() if "Budget review" in i.text)
+        budget.click()
+        wait_for(lambda: "?q=task-8" in driver.current_url, what=lambda: f"the item's link, at {driver.current_url}")
+        badge = driver.find_element(By.CSS_SELECTOR, ".sluice-bell__count")
+        assert badge.get_attribute("data-count") == "2"
+        driver.find_element(By.CSS_SELECTOR, ".sluice-bell__button").click()
+        wait_for(lambda: len(items()) == 3, what="the dropdown again")
+        unread_titles = [i.text for i in driver.find_elements(By.CSS_SELECTOR, ".sluice-bell__item--unread")]
+        assert len(unread_titles) == 2, unread_titles
+        assert not any("Budget review" in t for t in unread_titles), unread_titles
+
+        driver.set_window_size(*PHONE)
+        panel = driver.find_element(By.CSS_SELECTOR, ".sluice-bell__panel")
+        width = driver.execute_script("return document.documentElement.clientWidth")
+        edges = lambda: driver.execute_script(  # noqa: E731
+            "var box = arguments[0].getBoundingClientRect(); return [box.left, box.right];", panel
+        )
+        wait_for(
+            lambda: 0 <= edges()[0] and edges()[1] <= width, what=lambda: f"the dropdown within {width}: {edges()}"
+        )
+        driver.save_screenshot(str(SHOTS / "inbox-dropdown-phone.png"))
+        driver.set_window_size(1100, 700)
 
         driver.find_element(By.CSS_SELECTOR, ".sluice-bell__mark-all").click()
         wait_for(lambda: badge.get_attribute("data-count") == "0", what="the count at 0 after mark all read")

@@ -8,11 +8,13 @@ Dockerfile, which must agree), holds slow connections open, and expects /healthz
 import json
 import os
 import re
+import shlex
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -108,6 +110,59 @@ def test_one_slow_client_does_not_freeze_the_web_pod(redis_client, tmp_path):
     finally:
         for sock in slow:
             sock.close()
+        server.stop()
+
+
+def collectstatic_as_the_image_does(env):
+    """Run the Dockerfile's collectstatic step (its variables, its command) with ``env``."""
+    step = re.search(r"^RUN (.*\bmanage\.py collectstatic\b.*)$", (ROOT / "Dockerfile").read_text(), re.M)
+    assert step, "the Dockerfile collects the static files when it builds the image"
+    words = shlex.split(step[1])
+    assigned = {}
+    while "=" in words[0]:
+        name, _, value = words.pop(0).partition("=")
+        assigned[name] = value
+    assert words[0] == "python"
+    subprocess.run([sys.executable, *words[1:]], cwd=ROOT, env={**env, **assigned}, check=True, timeout=120)
+
+
+def fetch(port, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=ANSWER_WITHIN_S) as response:
+        return response.status, response.headers.get_content_type(), response.read()
+
+
+@pytest.mark.timeout(180)
+def test_the_web_server_serves_the_static_files_the_image_collected(redis_client, tmp_path):
+    import django
+
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "settings",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'web.sqlite3'}",
+        "DJANGO_STATIC_ROOT": str(tmp_path / "staticfiles"),
+    }
+    collectstatic_as_the_image_does(env)
+    assert (tmp_path / "staticfiles" / "sluice" / "inbox" / "bell.js").exists()
+    server, port, _user_pk, _token = deployed_web(env, MAKE_USER_AND_TOKEN, ready_text="Listening at")
+    server.start()
+    try:
+        wait_for(lambda: up(port), timeout=60)
+        files = {
+            "/static/sluice/inbox/bell.js": ROOT / "notifications" / "static" / "sluice" / "inbox" / "bell.js",
+            "/static/admin/css/base.css": Path(django.__file__).parent
+            / "contrib"
+            / "admin"
+            / "static"
+            / "admin"
+            / "css"
+            / "base.css",
+        }
+        for path, source in files.items():
+            status, content_type, body = fetch(port, path)
+            assert status == 200, path
+            assert content_type == ("text/javascript" if path.endswith(".js") else "text/css"), (path, content_type)
+            assert body == source.read_bytes(), path
+    finally:
         server.stop()
 
 

@@ -24,7 +24,7 @@ def kind(**options):
 def test_defaults_and_a_valid_kind(channels):
     channels.SLUICE_KINDS = kind(url="/docs/{entity_id}/", escalate={"after_s": 900, "channels": ["email"]})
     conf = sluice_settings()
-    assert conf.inbox == {"max_items": 500, "retention_days": 90}
+    assert conf.inbox == {"max_items": 500, "retention_days": 90, "max_payload_bytes": 2048}
     assert conf.kinds["doc.changed"].escalate == (900, ("email",))
     assert conf.kinds["doc.changed"].url == "/docs/{entity_id}/"
 
@@ -34,6 +34,7 @@ def test_defaults_and_a_valid_kind(channels):
     [
         ({"max_items": 0}, "SLUICE_INBOX['max_items']"),
         ({"retention_days": "30"}, "SLUICE_INBOX['retention_days']"),
+        ({"max_payload_bytes": 0}, "SLUICE_INBOX['max_payload_bytes']"),
         ({"max_itmes": 5}, "SLUICE_INBOX has unknown keys"),
         ([], "SLUICE_INBOX must be a dict"),
     ],
