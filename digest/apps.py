@@ -10,4 +10,4 @@ class DigestConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import flush  # noqa: F401 - declares the flush and overflow drain tasks with Sluice's Celery app
+        from digest import flush  # noqa: F401 - declares the flush and overflow drain tasks with Sluice's Celery app

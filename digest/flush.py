@@ -18,19 +18,19 @@ from redis.exceptions import RedisError
 from digest import fold_store, grouping, user_claims
 from digest.fold_store import script
 from pipeline import housekeeping, metrics
+from pipeline.broker.beat_schedule import FLUSH_TASK
+from pipeline.broker.depth import depth
+from pipeline.broker.message import event_kwargs_json, send_message
 from pipeline.celery import task
-from pipeline.conf import CLASSES, sluice_settings
+from pipeline.conf import CLASSES, queue_lists, sluice_settings
 from pipeline.connections import class_redis, fold_store_classes, folds_elsewhere, get_redis
-from pipeline.depth import depth
 from pipeline.errors import NotReplicated
-from pipeline.message import event_kwargs_json, send_message
 from pipeline.redis import keys
 
 from .signals import flush_started
 
 logger = logging.getLogger("sluice.digest")
 
-FLUSH_TASK = "sluice.digest.flush"
 DRAIN_TASK = "sluice.overflow.drain"
 BATCH = 500
 # Longer than a flush of one batch takes; after it, another flusher takes a dead one's claim over.
@@ -85,11 +85,6 @@ def _where(client):
 def _stores():
     """One client per fold store: each Redis that routine or background keeps its folds on."""
     return [get_redis(url) for url in fold_store_classes()]
-
-
-def enqueue_size_flush():
-    """Ask for a flush now: the pending keys reached SLUICE_DIGEST['max_keys'] (admission set the flag)."""
-    flush.apply_async(kwargs={"trigger": "size"})
 
 
 def run_flush(trigger, batch=None, lease_s=LEASE_S, budget_s=None):
@@ -285,7 +280,7 @@ def drain_overflows():
         client = class_redis(klass)
         with _each_store(client):
             moved += script("drain_overflow", on=client)(
-                keys=[keys.overflow(klass), queue.name, *keys.priority_lists(queue.name)[1:]],
+                keys=[keys.overflow(klass), queue.name, *queue_lists(queue.name)[1:]],
                 args=[queue.capacity, DRAIN_LIMIT],
             )
     return moved

@@ -1,6 +1,8 @@
-"""The folding store in Redis: claim pending folds for a flush, publish or give them back, recover dead claims.
+"""The folding store in Redis: read the folds a flush claimed, give them back, recover dead claims, and its state.
 
-Admission folds events into it (digest.admission); this module reads and ends the folds.
+Admission folds events into it (pipeline.admission); the flush claims whole users' folds and publishes them
+(digest.user_claims); this module reads and ends the folds. Every function takes the store's Redis: with a Redis per
+class, there is no default store to fall back on.
 """
 
 import hashlib
@@ -10,31 +12,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.connections import Scripts, fold_store_url, get_redis
+from pipeline.connections import Scripts, get_redis
 from pipeline.redis import keys
 
 logger = logging.getLogger("sluice.digest")
-
-
-def fold_redis(klass):
-    """The Redis that keeps ``klass``'s folds (SLUICE_DIGEST["redis_url"], else the class's own)."""
-    return get_redis(fold_store_url(klass))
-
-
-def default_store():
-    """Routine's fold store: the one a caller that names none means (the usual one, holding most folds)."""
-    return fold_redis("routine")
 
 
 #: The fold store's own Lua, in digest/lua.
 script = Scripts(Path(__file__).with_name("lua"))
 
 GRAINS = ("entity", "kind", "user")
-
-
-def members(user_id, kind, entity_id, klass):
-    """The pending members of the three grains: user|kind|entity, user|kind, and the user (per class)."""
-    return keys.fold_members(user_id, kind, entity_id, klass)
 
 
 @dataclass(frozen=True)
@@ -59,25 +46,13 @@ class Fold:
         return f"digest-{flush_id}-{hashlib.sha1(self.member.encode()).hexdigest()[:16]}"
 
 
-def claim(flush_id, limit, lease_s, client=None):
-    """Claim up to ``limit`` folds that are due (soonest first) for ``flush_id``; return their members."""
-    client = client or default_store()
-    claimed = script("claim", on=client)(
-        keys=[keys.pending(), keys.claims(), keys.claim_set(flush_id)],
-        args=[keys.fold(""), flush_id, time.time() + lease_s, limit, keys.claimed(flush_id, "")],
-    )
-    return [m.decode() for m in claimed]
-
-
-def claimed_members(flush_id, client=None):
+def claimed_members(flush_id, client):
     """Members a flush still holds (for taking over a dead flusher's claim)."""
-    client = client or default_store()
     return sorted(m.decode() for m in client.smembers(keys.claim_set(flush_id)))
 
 
-def read_claimed(flush_id, claimed, client=None):
+def read_claimed(flush_id, claimed, client):
     """The Folds a flush holds, read in one round trip; members already published are left out."""
-    client = client or default_store()
     pipe = client.pipeline(transaction=False)
     for member in claimed:
         pipe.hgetall(keys.claimed(flush_id, member))
@@ -109,46 +84,13 @@ def fold_from(member, fields):
     )
 
 
-def publish_claimed(flush_id, fold, queue, message, counter_field, client=None):
-    """Push ``fold``'s digest message and release its claim atomically; 1 sent, 0 queue full, -1 done already.
-    ``client`` holds both the fold and ``queue``: a class's folds are on its own Redis."""
-    client = client or default_store()
-    return script("publish_claimed", on=client)(
-        keys=[
-            keys.claimed(flush_id, fold.member),
-            keys.claim_set(flush_id),
-            keys.counters(),
-            keys.fold_store_size(),
-            *keys.priority_lists(queue.name),
-        ],
-        args=[queue.capacity, fold.member, message, counter_field],
-    )
-
-
 # The handover marks outlive any claim a takeover could still find: a flusher's crash leaves at most one batch of
 # them, and a release deletes them.
 HANDOVER_TTL_S = 86400
 
 
-def publish_elsewhere(flush_id, fold, queue, message, counter_field, client, queue_client):
-    """publish_claimed() for a fold store on another Redis than ``queue``'s (on ``queue_client``): the digest goes
-    out with a handover mark in one step there, then the claim is dropped here. Whoever takes over a flusher that
-    died in between finds the mark and only drops the claim, so the digest is published once. Same codes."""
-    code = script("push_handover", on=queue_client)(
-        keys=[keys.handover(flush_id), keys.counters(), *keys.priority_lists(queue.name)],
-        args=[queue.capacity, fold.member, message, counter_field, HANDOVER_TTL_S],
-    )
-    if code != 0:
-        script("drop_claimed", on=client)(
-            keys=[keys.claimed(flush_id, fold.member), keys.claim_set(flush_id), keys.fold_store_size()],
-            args=[fold.member],
-        )
-    return code
-
-
-def unclaim(flush_id, member, client=None):
+def unclaim(flush_id, member, client):
     """Give a claimed fold back to pending, merged with any fold of the same key that arrived since."""
-    client = client or default_store()
     return script("unclaim", on=client)(
         keys=[
             keys.claimed(flush_id, member),
@@ -161,36 +103,32 @@ def unclaim(flush_id, member, client=None):
     )
 
 
-def release(flush_id, client=None, handed_to=()):
+def release(flush_id, client, handed_to=()):
     """Forget a flush whose claim set is empty, and its handover marks on the Redis clients ``handed_to``: with
     every fold published or given back, no takeover will look for them."""
-    client = client or default_store()
     if client.scard(keys.claim_set(flush_id)) == 0:
         client.zrem(keys.claims(), flush_id)
         for target in handed_to:
             target.delete(keys.handover(flush_id))
 
 
-def expired_claims(client=None, now=None):
+def expired_claims(client, now=None):
     """Flush ids whose lease ran out: their flusher died or stalled, and another may finish them."""
-    client = client or default_store()
     raw = client.zrangebyscore(keys.claims(), "-inf", now or time.time())
     return [f.decode() for f in raw]
 
 
-def renew(flush_id, lease_s, client=None):
+def renew(flush_id, lease_s, client):
     """Extend a claim's lease (taking it over, when it had expired)."""
-    client = client or default_store()
     client.zadd(keys.claims(), {flush_id: time.time() + lease_s}, xx=True)
 
 
 HELD_SAMPLE = 1000
 
 
-def state(now=None, client=None):
-    """What the admin shows for one fold store (by default routine's): pending keys (due now, and held for later
+def state(client, now=None):
+    """What the admin shows for one fold store (on ``client``): pending keys (due now, and held for later
     by reason, from the next 1,000 held), the next due time, the store's size, the last flush's time and size."""
-    client = client or default_store()
     now = time.time() if now is None else now
     pipe = client.pipeline(transaction=False)
     pipe.zcard(keys.pending())
@@ -225,9 +163,9 @@ def state(now=None, client=None):
 def every_state(now=None):
     """state() over every fold store (each Redis routine or background folds on), added up: counts summed, the
     fullest store's size (each has the whole bound), the soonest next due, the store flushed longest ago."""
-    from pipeline.connections import fold_store_classes, get_redis
+    from pipeline.connections import fold_store_classes
 
-    states = [state(now, get_redis(url)) for url in fold_store_classes()]
+    states = [state(get_redis(url), now) for url in fold_store_classes()]
     if len(states) == 1:
         return states[0]
     reasons = {}

@@ -17,8 +17,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from pipeline.conf_inbox import INBOX_BACKEND
-from pipeline.message import event_kwargs_json, send_message
+from pipeline.broker.message import event_kwargs_json, send_message
+from pipeline.conf.inbox import INBOX_BACKEND
 
 # What the listed items' payloads may add up to in one digest message; past it, items are listed without their
 # payload (by entity id). With the item bound, a digest's size stays bounded whatever the payloads.

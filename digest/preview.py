@@ -4,12 +4,11 @@ import functools
 import json
 import re
 
+from digest import grouping
 from digest.fold_store import fold_from
 from pipeline.conf import sluice_settings
 from pipeline.connections import fold_store_classes, get_redis
 from pipeline.redis import keys
-
-from . import grouping
 
 # A preview reads at most this many of a user's pending keys: a request's work stays bounded.
 MAX_KEYS = 1000

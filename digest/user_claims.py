@@ -5,7 +5,7 @@ import time
 
 from digest.fold_store import HANDOVER_TTL_S, script
 from pipeline import durability
-from pipeline.conf import sluice_settings
+from pipeline.conf import queue_lists, sluice_settings
 from pipeline.redis import keys
 
 # The most due keys staged at once for claiming user by user (claim_users.lua): one step's work stays bounded. A
@@ -61,7 +61,7 @@ def publish_group(flush_id, step, queue, messages, counters, client):
     """Push a step's ``messages`` (grouping.Step) and release every fold it covers in one step; 1 sent, 0 queue full,
     -1 done already. ``counters`` is (published field, digest messages field, digest events field, events)."""
     return script("publish_group", on=client)(
-        keys=[keys.claim_set(flush_id), keys.counters(), keys.fold_store_size(), *keys.priority_lists(queue.name)],
+        keys=[keys.claim_set(flush_id), keys.counters(), keys.fold_store_size(), *queue_lists(queue.name)],
         args=[_claimed_prefix(flush_id), queue.capacity, len(step.members), *step.members, *counters, *messages],
     )
 
@@ -73,8 +73,8 @@ def publish_group_elsewhere(flush_id, step, queue, messages, counters, client, q
     claims only once its replicas confirmed the messages (NotReplicated otherwise: the claims stay, and the takeover
     finds the mark or publishes again)."""
     code = durability.run(
-        script("push_group_handover"),
-        keys=[keys.handover(flush_id), keys.counters(), *keys.priority_lists(queue.name)],
+        script.get("push_group_handover"),
+        keys=[keys.handover(flush_id), keys.counters(), *queue_lists(queue.name)],
         args=[queue.capacity, step.mark, HANDOVER_TTL_S, *counters, len(step.members), *step.members, *messages],
         client=queue_client,
         queue=queue,

@@ -7,12 +7,13 @@ import uuid
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from pipeline.admission.event import Event
 from pipeline.conf import sluice_settings
 from pipeline.redis import keys
 
 from .exceptions import InvalidEntityId, InvalidIdempotencyKey, InvalidPayload, PayloadTooLarge, UnknownUser
 from .kinds import get_kind
-from .policy import Event, publish, publish_event
+from .policy import publish, publish_event
 
 # Far deeper than any notification needs, and far below the interpreter's recursion limit (1000).
 MAX_PAYLOAD_DEPTH = 64
@@ -96,7 +97,7 @@ def _validate(user, kind, entity_id, payload, idempotency_key=None, scope=NOTIFY
     if idempotency_key is not None:
         idempotency = keys.idempotency(scope, check_idempotency_key(idempotency_key))
     user_id = None if unknown_user else _user_id(user)
-    return Event(kind_obj, uuid.uuid4().hex, user_id, entity_id, payload_json, idempotency, unknown_user)
+    return Event(kind_obj, uuid.uuid4().hex, user_id, entity_id, payload_json, idempotency, unknown_user=unknown_user)
 
 
 def _entity_id(entity_id, limit):

@@ -3,13 +3,12 @@
 What the user chose comes first (a channel off, the digest, quiet hours, a cadence, a throttle), then the
 class: critical waits up to wait_ms for room, then raises Rejected; routine folds into the digest (or, for a
 user who chose instant delivery, waits in the overflow); background collapses to its latest state. All of it
-is decided in one Redis round trip (digest/lua/admit_event.lua), from the preferences mirrored into Redis.
+is decided in one Redis round trip by admission (pipeline.admission), from the preferences mirrored into Redis; what
+stays here is what the face does with the answer: wait for room, refuse loudly, or tell the caller Unavailable.
 """
 
 import logging
 import time
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import NamedTuple
 
 from kombu.exceptions import OperationalError
@@ -17,16 +16,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from digest import admission_wire as wire
-from digest.admission import admit_event
-from digest.flush import enqueue_size_flush
-from pipeline.bounded_push import PUSHED, count_rejection, opens_burst, push
+from pipeline.admission import wire
+from pipeline.admission.bounded_push import count_rejection, opens_burst, push
+from pipeline.admission.runner import admit
+from pipeline.broker.depth import depth, drain_rate
 from pipeline.conf import sluice_settings
-from pipeline.conf_kinds import Kind
-from pipeline.depth import depth, drain_rate
 from pipeline.errors import NotReplicated, WaitRefused
-from pipeline.idempotency import record_key
-from pipeline.message import event_kwargs_json, send_message
 from pipeline.metrics import count_unconfirmed
 from pipeline.redis.addresses import describe
 
@@ -45,48 +40,12 @@ FULL_STORE_RETRY_S = 60.0
 NO_REPLICAS = "NOREPLICAS"
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """A validated event, ready to publish."""
-
-    kind: Kind
-    notification_id: str
-    user_id: object
-    entity_id: str
-    payload_json: str
-    # The caller's idempotency key as its Redis key (pipeline.redis.keys.idempotency: scoped and hashed), or None.
-    idempotency: str | None = None
-    # A user id that does not exist, from a caller who may not learn so (ingest without reveal): nothing is published,
-    # and the key is recorded and replayed as a real event's (notifications.api.answer_unknown_user).
-    unknown_user: bool = False
-
-
 class Published(NamedTuple):
     """What publishing one event came to: its Outcome, and whether that is a recorded one replayed (the event's
     idempotency key had been seen within SLUICE_IDEMPOTENCY_TTL_S; nothing was published this time)."""
 
     outcome: Outcome
     replayed: bool = False
-
-
-def event_message(event, queue_name, channels_header):
-    """The Celery message that sends ``event``; ``channels_header`` (JSON) restricts its channels."""
-    kind = event.kind
-    # A kind that expires carries its deadline in the message, so retries and replays keep the event's own.
-    extra = {"expires_at": round(time.time() + kind.expires_after_s, 3)} if kind.expires_after_s else {}
-    kwargs = event_kwargs_json(
-        event.notification_id, kind.name, event.user_id, event.entity_id, event.payload_json, **extra
-    )
-    return send_message(
-        kind.klass, event.notification_id, kwargs, queue_name, kind.name, channels_header=channels_header
-    )
-
-
-@lru_cache(maxsize=64)
-def default_plan(kind):
-    """What admission does for a user who chose nothing (admission_wire.encode_plan); cached: the hot path."""
-    instant = kind.default_mode == "instant"
-    return wire.encode_plan(kind.channels if instant else (), () if instant else kind.channels, False)
 
 
 def publish_event(event):
@@ -147,25 +106,10 @@ OUTCOMES = {
 
 
 def decide(event, queue):
-    """Decide one validated event's fate by its user's choices and its class (digest/lua/admit_event.lua: one
-    round trip, two when it folds on the digest's own Redis); return its Published or raise Rejected. An event
-    whose idempotency key is recorded gets the recorded outcome back from that same round trip."""
-    conf = sluice_settings()
-    if event.unknown_user:
-        recorded = record_key(event.kind.klass, event.idempotency, wire.ACCEPTED, conf.idempotency_ttl_s)
-        return Published(OUTCOMES[recorded], replayed=True) if recorded else Published(Outcome.ACCEPTED)
-    message = event_message(event, queue.name, wire.CHANNELS_PLACEHOLDER)
-    done = admit_event(
-        event,
-        queue,
-        message,
-        default_plan(event.kind),
-        conf.digest,
-        event.notification_id,
-        idempotency_ttl_s=conf.idempotency_ttl_s,
-    )
-    if done.flush:
-        enqueue_size_flush()
+    """Decide one validated event's fate by its user's choices and its class (pipeline.admission: one round trip,
+    two when it folds on the digest's own Redis); return its Published or raise Rejected. An event whose idempotency
+    key is recorded gets the recorded outcome back from that same round trip."""
+    done = admit(event)
     if done.outcome in OUTCOMES:
         return Published(OUTCOMES[done.outcome], done.replayed)
     if done.outcome == wire.CEILING:
@@ -194,17 +138,16 @@ def decide(event, queue):
 def _wait_for_room(event, queue, message):
     deadline = time.monotonic() + queue.wait_ms / 1000
     pause = FIRST_POLL_S
-    ttl_s = sluice_settings().idempotency_ttl_s
     while (left := deadline - time.monotonic()) > 0:
         time.sleep(min(pause, left))
         pause = min(pause * 2, MAX_POLL_S)
         # The push records the idempotency key as it pushes; a call with the same key that got in first (it found
         # room, or its own wait pushed) leaves its outcome there, and this one publishes nothing.
-        pushed = push(queue, message, "critical", event.idempotency, ttl_s)
-        if pushed == PUSHED:
-            return Published(Outcome.ACCEPTED)
-        if isinstance(pushed, str):
-            return Published(OUTCOMES[pushed], replayed=True)
+        pushed = push(event, message)
+        if pushed.outcome == wire.CEILING:
+            raise QueueCeilingReached(f"queue {queue.name!r} is at its hard ceiling of {queue.ceiling} messages")
+        if pushed.outcome in OUTCOMES:
+            return Published(OUTCOMES[pushed.outcome], pushed.replayed)
     _reject(event.kind.klass, queue)
 
 

@@ -6,7 +6,7 @@ from urllib.parse import quote
 from django.template.context import make_context
 from django.template.loader import get_template
 
-from pipeline.conf_kinds import URL_FIELD
+from pipeline.conf.kinds import URL_FIELD
 from pipeline.text import single_line
 
 TEXT_TEMPLATE = "sluice/digest/user.txt"

@@ -23,8 +23,9 @@ class PipelineConfig(AppConfig):
     def ready(self):
         from django.db.models.signals import post_migrate
 
-        from . import checks, host_checks  # noqa: F401 - registers the checks
-        from .beat_schedule import on_post_migrate
+        from pipeline import checks, host_checks  # noqa: F401 - registers the checks
+        from pipeline.broker.beat_schedule import on_post_migrate
+
         from .text import install_log_filter
 
         install_log_filter()

@@ -18,7 +18,8 @@ class SluiceScheduler(DatabaseScheduler):
         from django.core.checks import Error
         from django.core.exceptions import ImproperlyConfigured
 
-        from .beat_schedule import sync_flush_interval
+        from pipeline.broker.beat_schedule import sync_flush_interval
+
         from .checks import check_periodic_tasks
 
         # A flush_interval_s changed since the last migrate: run at the setting's interval, not the stale copy.
@@ -29,7 +30,7 @@ class SluiceScheduler(DatabaseScheduler):
         super().setup_schedule()
 
     def all_as_schedule(self):
-        from .beat_schedule import FLUSH_TASK, record_running_interval
+        from pipeline.broker.beat_schedule import FLUSH_TASK, record_running_interval
 
         schedule = super().all_as_schedule()
         for entry in schedule.values():

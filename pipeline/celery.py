@@ -30,7 +30,7 @@ from kombu.utils.url import maybe_sanitize_url
 
 from pipeline.redis import addresses
 
-TRANSPORTS = ("pipeline.transport:Transport", "pipeline.transport:SentinelTransport")
+TRANSPORTS = ("pipeline.broker.transport:Transport", "pipeline.broker.transport:SentinelTransport")
 
 #: Sluice's Celery configuration. SLUICE_CELERY overrides any of it, except what Sluice owns (FORCED).
 DEFAULTS = {
@@ -46,15 +46,7 @@ DEFAULTS = {
     # Events let Flower show tasks live.
     "worker_send_task_events": True,
     "task_send_sent_event": False,
-    "broker_transport_options": {
-        # Longer than the longest send plus its retries: an unacked message older than this is handed to
-        # another worker, so a shorter value would send twice.
-        "visibility_timeout": 300,
-        "queue_order_strategy": "round_robin",
-        # A worker that has not said it is alive for this long is dead: the reaper puts its fetched and
-        # unacked messages back at once (pipeline/transport.py), instead of after the visibility timeout.
-        "fetch_dead_after_s": 60,
-    },
+    # broker_transport_options: pipeline.conf.DEFAULT_TRANSPORT_OPTIONS, under SLUICE_CELERY's (broker_settings).
     # Soft shutdown: on a cold shutdown a worker gives running sends this long (Celery 5.5+).
     "worker_soft_shutdown_timeout": 30.0,
     "worker_enable_soft_shutdown_on_idle": True,
@@ -64,7 +56,7 @@ FORCED = {
     # prefetch buffer: queue depth (LLEN) is then exactly the work no worker has started.
     "worker_disable_prefetch": True,
     "worker_prefetch_multiplier": 1,
-    # Routing lives in pipeline.queues; an unknown queue is a bug, never a silent new queue.
+    # Routing lives in pipeline.broker.queues; an unknown queue is a bug, never a silent new queue.
     "task_create_missing_queues": False,
     # Only Sluice's periodic tasks, from django-celery-beat's tables (pipeline/beat.py).
     "beat_scheduler": "pipeline.beat:SluiceScheduler",
@@ -74,14 +66,10 @@ FORCED = {
 def broker_settings(url):
     """The broker settings for SLUICE_REDIS_URL ``url``: kombu's spelling of it, Sluice's transport (over Sentinel
     for sentinel://), the URL's TLS options, and the transport options over the defaults and SLUICE_CELERY's."""
-    from .conf import celery_overrides
+    from .conf import transport_options
 
     found = addresses.celery_broker(url)
-    found["broker_transport_options"] = {
-        **DEFAULTS["broker_transport_options"],
-        **celery_overrides().get("broker_transport_options", {}),
-        **found["broker_transport_options"],
-    }
+    found["broker_transport_options"] = {**transport_options(), **found["broker_transport_options"]}
     return found
 
 
@@ -255,7 +243,7 @@ def _build():
     for fun, options in _declared:
         app.task(fun, shared=False, **options)
     _declared.clear()
-    from pipeline.publish_stamp import stamp_published_at
+    from pipeline.broker.publish_stamp import stamp_published_at
 
     # Connected once, here: a process that never builds Sluice's app has none of Sluice's receivers.
     celeryd_init.connect(_broker_of_its_queues, dispatch_uid="sluice.celery.broker_of_its_queues")
@@ -275,7 +263,7 @@ def _require_settings():
 
 
 def _declare_queues(sender, **kwargs):
-    from .queues import celery_queue_settings
+    from pipeline.broker.queues import celery_queue_settings
 
     sender.conf.update(celery_queue_settings())
 
@@ -330,7 +318,7 @@ def _refuse_flower_without_auth(sender=None, **kwargs):
     context = click.get_current_context(silent=True)
     if context is None or context.command.name != "flower":
         return
-    from pipeline.flower_auth import refuse_without_auth
+    from pipeline.broker.flower_auth import refuse_without_auth
 
     try:
         refuse_without_auth(list(context.params.get("tornado_argv") or ()))

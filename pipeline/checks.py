@@ -65,9 +65,9 @@ def check_settings(app_configs=None, **kwargs):
 
 
 def check_mark_lifetime():
-    """sluice.E007: the redelivery bound (pipeline.marks) passes the marks' longest lifetime, so a message that
+    """sluice.E007: the redelivery bound (pipeline.broker.marks) passes the marks' longest lifetime, so a message that
     comes back that late finds no mark and is sent again."""
-    from . import marks
+    from pipeline.broker import marks
 
     bound = marks.redelivery_bound_s()
     if bound <= marks.MAX_LIFETIME_S:

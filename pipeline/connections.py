@@ -1,4 +1,5 @@
-"""The Redis servers Sluice talks to: one connection pool per server and process, and the Lua in pipeline/lua."""
+"""The Redis servers Sluice talks to: one connection pool per server and process, each class's route to them, and the
+Lua in pipeline/lua."""
 
 import functools
 import os
@@ -6,8 +7,9 @@ import re
 import threading
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
-from pipeline.conf import CLASSES, sluice_settings
+from pipeline.conf import CLASSES, queue_lists, sluice_settings
 from pipeline.redis import addresses
 from pipeline.redis.addresses import identity
 
@@ -20,13 +22,12 @@ def make_client(url):
 
 
 class _Client:
-    """A client for one URL in one process, with its registered scripts; replaced whole, never edited."""
+    """A client for one URL in one process; replaced whole, never edited."""
 
     def __init__(self, url):
         self.url = url
         self.key = (url, os.getpid())
         self.redis = make_client(url)
-        self.scripts = {}
 
 
 _lock = threading.Lock()
@@ -55,6 +56,44 @@ def folds_elsewhere(klass):
     """Whether ``klass`` folds on a Redis other than its queue's (admission then takes two round trips to fold,
     and a flush hands its digests over from one Redis to the other)."""
     return not same_redis(fold_store_url(klass), sluice_settings().queues[klass].redis_url)
+
+
+class Route(NamedTuple):
+    """Where one class's admission goes, resolved once per settings and process: its queue's config and lists, its
+    Redis, and its folds' Redis (the class's own, or SLUICE_DIGEST["redis_url"]'s: then ``elsewhere``)."""
+
+    klass: str
+    queue: object  # pipeline.conf.QueueConfig
+    lists: tuple  # the queue's list and its priority sub-lists (pipeline.conf.queue_lists)
+    client: object
+    fold_url: str
+    fold_client: object
+    elsewhere: bool
+
+
+_routes = {}
+
+
+def route(klass):
+    """The Route of ``klass``: built the first time a process asks after its settings changed (sluice_settings()
+    hands out a new object then), so the hot path resolves nothing twice; a forked child builds its own."""
+    conf = sluice_settings()
+    found = _routes.get(klass)
+    if found is not None and found[0] is conf and found[1] == os.getpid():
+        return found[2]
+    queue = conf.queues[klass]
+    fold_url = conf.digest["redis_url"] or queue.redis_url
+    built = Route(
+        klass,
+        queue,
+        queue_lists(queue.name),
+        _client(queue.redis_url).redis,
+        fold_url,
+        _client(fold_url).redis,
+        not same_redis(fold_url, queue.redis_url),
+    )
+    _routes[klass] = (conf, os.getpid(), built)
+    return built
 
 
 def shared_redis():
@@ -130,48 +169,66 @@ def _client(url=None):
 
 
 def reset():
-    """Forget this process's clients (tests; a settings change picks new ones up by itself)."""
+    """Forget this process's clients and routes (tests; a settings change picks new ones up by itself)."""
     # Dropped, not closed: a caller may still hold one of them, and its pool reconnects on its next use.
     with _lock:
         _clients.clear()
+        _routes.clear()
 
 
 INCLUDE = re.compile(r"^--! include (\w+)$", re.M)
+DEFINE = re.compile(r"^--! define (\w+)$", re.M)
 
 
 @cache
-def lua_source(path):
+def lua_source(path, defines=()):
     """A script's text, with each ``--! include <name>`` line replaced by include/<name>.lua beside the script
-    (a package's own shared Lua), else by pipeline/lua/include/<name>.lua."""
+    (a package's own shared Lua), else by pipeline/lua/include/<name>.lua; and each ``--! define <name>`` line by
+    the Lua text ``defines`` (pairs of name and text) gives it: what its owner in Python writes for it, such as a
+    wire's field names."""
     path = Path(path)
     text = path.read_text()
+    given = dict(defines)
 
     def included(found):
         own = path.parent / "include" / f"{found[1]}.lua"
         return (own if own.exists() else LUA_DIR / "include" / f"{found[1]}.lua").read_text().strip()
 
-    return INCLUDE.sub(included, text)
+    def defined(found):
+        if found[1] not in given:
+            raise LookupError(f"{path.name}: nothing defines {found[1]!r}")
+        return given[found[1]]
+
+    return DEFINE.sub(defined, INCLUDE.sub(included, text))
 
 
 class Scripts:
-    """The Lua scripts of one folder, each registered once per client (EVALSHA, then EVAL after a restart)."""
+    """The Lua scripts of one folder, each registered once per client (EVALSHA, then EVAL after a restart).
 
-    def __init__(self, folder):
+    ``defines`` (a function, called when the first script is built: import does nothing) gives the Lua text of each
+    ``--! define`` line of the folder's scripts."""
+
+    def __init__(self, folder, defines=None):
         self.folder = Path(folder)
+        self.defines = defines
+        self._built = {}
 
     def path(self, name):
         return self.folder / f"{name}.lua"
 
-    def __call__(self, name, on=None):
-        """The script ``name``, run on the client ``on`` (by default SLUICE_REDIS_URL's)."""
-        client = _client()
-        path = self.path(name)
-        found = client.scripts.get(path)
+    def get(self, name):
+        """The redis-py Script ``name``, built once per process; it runs on the client it is handed (EVALSHA, loading
+        it first if that Redis lacks it)."""
+        found = self._built.get(name)
         if found is None:
-            # Registering twice from two threads is harmless: both objects run the same script.
-            found = client.scripts.setdefault(path, client.redis.register_script(lua_source(path)))
-        # A Script runs on any client it is handed: EVALSHA there, loading it first if that Redis lacks it.
-        return found if on is None else functools.partial(found, client=on)
+            defines = tuple(sorted(self.defines().items())) if self.defines else ()
+            # Built twice by two threads at once is harmless: both objects run the same script.
+            found = self._built.setdefault(name, _client().redis.register_script(lua_source(self.path(name), defines)))
+        return found
+
+    def __call__(self, name, on=None):
+        """The script ``name``, run on the client ``on`` (by default SLUICE_REDIS_URL's, as it is now)."""
+        return functools.partial(self.get(name), client=on or _client().redis)
 
 
 #: The engine's own scripts, in pipeline/lua.
@@ -181,9 +238,10 @@ script = Scripts(LUA_DIR)
 def _after_fork_in_child():
     # A lock held by another thread at fork time would never be released in the child; the parent's clients
     # are left to the GC, never closed here: their sockets are the parent's.
-    global _lock, _clients
+    global _lock, _clients, _routes
     _lock = threading.Lock()
     _clients = {}
+    _routes = {}
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -58,7 +58,7 @@ def check_flush_schedule(app_configs=None, databases=None, **kwargs):
         return []
     from django.core.exceptions import ImproperlyConfigured
 
-    from .beat_schedule import scheduled_interval, setting_interval
+    from pipeline.broker.beat_schedule import scheduled_interval, setting_interval
 
     try:
         wanted = setting_interval()

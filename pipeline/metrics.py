@@ -82,8 +82,8 @@ def count_unconfirmed(exc):
 
 def finish_send(claim_key, channel, klass, status, seconds=None, mark=None, also_count=""):
     """End a send: drop its claim, write its "sent" mark when ``status`` keeps one ("sent", "rejected"), and count
-    it. ``mark`` is (hash key, field, hash expiry in Unix seconds), from pipeline.marks; ``also_count`` is one more
-    counter field to add one to (the message's processed count), saving a round trip.
+    it. ``mark`` is (hash key, field, hash expiry in Unix seconds), from pipeline.broker.marks; ``also_count`` is one
+    more counter field to add one to (the message's processed count), saving a round trip.
 
     A replicated class WAITs for its replicas in the same round trip; when they do not confirm, the end is counted
     and logged, never failed: the send went out, and a lost mark can only send it again after a failover, never
@@ -97,7 +97,7 @@ def finish_send(claim_key, channel, klass, status, seconds=None, mark=None, also
         bucket, total, count = duration_fields(channel, klass, seconds)
     try:
         durability.run(
-            script("finish_send"),
+            script.get("finish_send"),
             keys=[claim_key, keys.counters(), mark_key],
             args=[
                 state,
@@ -195,7 +195,7 @@ def suppression_field(reason):
 
 #: Gauges of the digest flush, for the SluiceDigestFlushStalled alert: when each trigger last flushed, and the
 #: interval Sluice's beat runs the flush at (what its schedule holds, recorded by beat in the digest stats field
-#: BEAT_FLUSH_INTERVAL_FIELD; pipeline.beat_schedule).
+#: BEAT_FLUSH_INTERVAL_FIELD; pipeline.broker.beat_schedule).
 DIGEST_LAST_FLUSH = "sluice_digest_last_flush_timestamp_seconds"
 DIGEST_FLUSH_INTERVAL = "sluice_digest_flush_interval_seconds"
 FLUSH_TRIGGERS = ("beat", "size", "backlog")

@@ -15,7 +15,7 @@ import sys
 
 def hooked(hook):
     """The transport's Channel._deliver_fetched, calling ``hook(source)`` first (tests monkeypatch it in)."""
-    from pipeline.transport import Channel
+    from pipeline.broker.transport import Channel
 
     deliver = Channel._deliver_fetched
 
@@ -28,7 +28,7 @@ def hooked(hook):
 
 def install(path):
     """Call the function at dotted ``path`` before each fetched message is delivered, in this process."""
-    from pipeline.transport import Channel
+    from pipeline.broker.transport import Channel
 
     found = []
 

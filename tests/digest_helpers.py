@@ -5,8 +5,8 @@ import dataclasses
 import json
 import uuid
 
-from digest.admission import admit_event
-from notifications.policy import Event, default_plan
+from pipeline.admission.event import Event
+from pipeline.admission.runner import admit
 from pipeline.conf import sluice_settings
 
 
@@ -17,7 +17,7 @@ def fold(user_id, kind="task.comment", entity_id="t1", payload=None, max_keys=10
     full = dataclasses.replace(conf.queues[found.klass], capacity=0, ceiling=1_000_000)
     event = Event(found, uuid.uuid4().hex, user_id, entity_id, json.dumps(payload or {}))
     digest = {**conf.digest, "max_keys": max_keys}
-    return admit_event(event, full, '{"unused":"@"}', default_plan(found), digest, event.notification_id)
+    return admit(event, full, digest)
 
 
 def published(client, queue="routine"):

@@ -40,7 +40,7 @@ def settled(*queues, client=None):
 
 def fetching(count, client=None):
     """At least ``count`` worker consumers have made their first fetch (each registers itself in the same write as
-    its fetch, pipeline.transport): the workers are connected and taking messages."""
+    its fetch, pipeline.broker.transport): the workers are connected and taking messages."""
     from pipeline.connections import get_redis
     from pipeline.redis import keys
 

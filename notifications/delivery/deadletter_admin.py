@@ -11,7 +11,7 @@ from redis.exceptions import RedisError
 from notifications.delivery.models import DeadLetter
 from notifications.delivery.page_admin import RedisPageAdmin
 from notifications.kinds import all_kinds
-from pipeline import deadletters
+from pipeline.broker import deadletters
 
 AGES = (("3600", _("1 hour")), ("86400", _("1 day")), ("604800", _("1 week")))
 SHOWN = 500

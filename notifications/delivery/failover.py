@@ -3,7 +3,7 @@
 The messages go to the channel's first provider whose breaker allows it, in one call (its bulk call, when the batch
 sends in bulk; else one send per message). A message the provider failed transiently (a 5xx, a timeout, a refused
 connection) moves to the next provider within the same attempt; a permanent failure does not (a bad number is bad
-everywhere). Every call is reported to the provider's breaker (pipeline.breaker), once per call, and the provider
+everywhere). Every call is reported to the provider's breaker (pipeline.gates.breaker), once per call, and the provider
 that accepted each message is recorded (notifications.delivery.records). A channel without providers is one route: its
 backend, with no breaker and no record.
 """
@@ -17,7 +17,7 @@ from redis.exceptions import RedisError
 from notifications.channels import get_channel, get_provider
 from notifications.channels.base import BaseChannel, PermanentSendError, TransientSendError, accepted
 from notifications.delivery import records
-from pipeline import breaker
+from pipeline.gates import breaker
 from pipeline.sending import expiry
 
 logger = logging.getLogger("sluice.providers")

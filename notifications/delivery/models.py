@@ -96,7 +96,7 @@ class Suppression(models.Model):
 
 
 class Provider(models.Model):
-    """The providers' circuit breakers. Their state lives in Redis (pipeline.breaker): this unmanaged model gives
+    """The providers' circuit breakers. Their state lives in Redis (pipeline.gates.breaker): this unmanaged model gives
     them a page in the admin, and permissions (view to see them, change to force one open or closed)."""
 
     id = models.CharField(primary_key=True, max_length=110)
@@ -112,7 +112,7 @@ class Provider(models.Model):
 
 
 class DeadLetter(models.Model):
-    """A message that could not be sent. The rows live in Redis (pipeline.deadletters), not in the database:
+    """A message that could not be sent. The rows live in Redis (pipeline.broker.deadletters), not in the database:
     this unmanaged model gives them a page in the admin, and permissions (view to list, change to replay,
     delete to discard)."""
 

@@ -11,8 +11,8 @@ from redis.exceptions import RedisError
 
 from notifications.delivery.models import Provider
 from notifications.delivery.page_admin import RedisPageAdmin
-from pipeline import breaker
 from pipeline.conf import sluice_settings
+from pipeline.gates import breaker
 
 ACTIONS = {"force_open": "open", "force_closed": "closed", "release": None}
 

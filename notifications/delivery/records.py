@@ -19,10 +19,10 @@ from django.utils import timezone
 from notifications.delivery.models import RANK, Delivery, Suppression
 from notifications.delivery.suppressions import clean, suppress
 from pipeline import housekeeping, metrics
+from pipeline.broker.queues import queue_for_class
 from pipeline.celery import task
 from pipeline.conf import sluice_settings
 from pipeline.connections import class_redis
-from pipeline.queues import queue_for_class
 
 logger = logging.getLogger("sluice.delivery")
 

@@ -4,9 +4,9 @@ does not know: how a message renders for each channel (notifications.delivery.me
 """
 
 from notifications.delivery import failover, messages, records  # noqa: F401 - delivery declares its prune task
+from pipeline.broker.queues import send_task_name
 from pipeline.celery import task
 from pipeline.conf import CLASSES
-from pipeline.queues import send_task_name
 from pipeline.sending import send_task
 
 

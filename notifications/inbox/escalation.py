@@ -1,9 +1,9 @@
 """Escalation: an inbox item of a kind with ``escalate`` still unread after ``after_s`` goes out on the escalation's
 channels once, admitted as any event of its kind for its user; not at all if it was read (or archived) first.
 
-Admission decides it (digest.admission.admit_event, the one decision): the user's mirrored choices for the kind,
-narrowed to the escalation's channels, send it now, fold it into the user's digest with the ordinary fold key, or
-hold it through quiet hours or a cadence; the bounds apply as to any event.
+Admission decides it (pipeline.admission, the one way in): the user's mirrored choices for the kind, narrowed to
+the escalation's channels, send it now, fold it into the user's digest with the ordinary fold key, or hold it through
+quiet hours or a cadence; the bounds apply as to any event.
 
 No timer per item: a send to the inbox puts the item's id in its class's escalation set (a Redis zset scored by
 when it is due), and the class's own pool drains what is due in bounded steps (notifications.inbox.tasks: beat's
@@ -21,22 +21,19 @@ import json
 import logging
 import time
 import uuid
-from typing import NamedTuple
 
 from django.utils import timezone
 
-from digest import admission_wire as wire
-from digest.admission import admit_events
-from digest.flush import enqueue_size_flush
 from notifications.inbox.models import InboxItem
 from pipeline import metrics
+from pipeline.admission import wire
+from pipeline.admission.event import Event
+from pipeline.admission.runner import admit_many
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.connections import class_redis
 from pipeline.errors import NotReplicated
-from pipeline.message import event_kwargs_json, send_message
 from pipeline.redis import keys
 
-from ..policy import Event, default_plan
 from .unread import script
 
 logger = logging.getLogger("sluice.inbox")
@@ -137,9 +134,7 @@ def escalate_batch(klass, item_ids, items=None):
         else:
             due.append((item, kind))
     escalated = []
-    flush = False
-    for (item, _kind), done in zip(due, _admit(klass, due, conf), strict=True):
-        flush = flush or done.flush
+    for (item, _kind), done in zip(due, _admit(due), strict=True):
         if done.outcome == wire.SUPPRESSED:
             results[item.pk] = "cancelled"
         elif done.outcome in ADMITTED:
@@ -147,8 +142,6 @@ def escalate_batch(klass, item_ids, items=None):
             escalated.append(item.pk)
         else:
             results[item.pk] = "waiting"  # no room (its queue, overflow or the fold store), or unconfirmed
-    if flush:
-        enqueue_size_flush()
     # Admitted now, or by a drainer that died before recording it (replayed): recorded and counted once.
     sent = InboxItem.objects.filter(pk__in=escalated, escalated_at__isnull=True).update(escalated_at=timezone.now())
     cancelled = sum(1 for result in results.values() if result == "cancelled")
@@ -158,47 +151,33 @@ def escalate_batch(klass, item_ids, items=None):
     return results
 
 
-class _Unconfirmed(NamedTuple):
-    outcome: None = None
-    flush: bool = False
+def _admit(due):
+    """Admit each item's escalation as an event of its kind for the item's user, the batch in one round trip
+    (pipeline.admission.runner.admit_many): the user's mirrored choices for the kind, narrowed to the escalation's
+    channels, decide it as any event's (sent now, folded into their digest with the ordinary fold key, held by quiet
+    hours or cadence), and its idempotency key, recorded in the same step, makes it once. A batch its replicas did not
+    confirm stays claimed: the next drain's admission replays the recorded outcomes once the replicas have them (their
+    idempotency keys), or admits them afresh if a failover lost them: never twice, never lost."""
+    try:
+        return admit_many([_event(item, kind) for item, kind in due])
+    except NotReplicated as exc:
+        metrics.count_unconfirmed(exc)
+        logger.warning("%d inbox escalations are not confirmed by the replicas yet: %s", len(due), exc)
+        return [wire.Admission(None)] * len(due)
 
 
-def _admit(klass, due, conf):
-    """Admit each item's escalation as an event of its kind for the item's user (digest.admission.admit_events, one
-    round trip): the user's mirrored choices for the kind, narrowed to the escalation's channels, decide it as any
-    event's (sent now, folded into their digest with the ordinary fold key, held by quiet hours or cadence), and its
-    idempotency key, recorded in the same step, makes it once. Items of kinds with other escalation channels are
-    admitted apart, each group in one round trip."""
-    queue = conf.queues[klass]
-    groups = {}
-    for index, (item, kind) in enumerate(due):
-        groups.setdefault((kind.name, tuple(kind.escalate[1])), []).append((index, item, kind))
-    admitted = [None] * len(due)
-    for (_name, channels), members in groups.items():
-        events = [_event(item, kind, queue) for _index, item, kind in members]
-        try:
-            answers = admit_events(events, queue, conf.digest, escalation=channels, idempotency_ttl_s=ONCE_TTL_S)
-        except NotReplicated as exc:
-            # Admitted on the primary, unconfirmed by its replicas: they stay claimed, and the next drain's admission
-            # replays the recorded outcomes once the replicas have them (their idempotency keys), or admits them afresh
-            # if a failover lost them: never twice, never lost.
-            metrics.count_unconfirmed(exc)
-            logger.warning("%d inbox escalations are not confirmed by the replicas yet: %s", len(members), exc)
-            answers = [_Unconfirmed()] * len(members)
-        for (index, _item, _kind), done in zip(members, answers, strict=True):
-            admitted[index] = done
-    return admitted
-
-
-def _event(item, kind, queue):
-    """(event, message, plan) of an item's escalation, for admission."""
-    nid = notification_id(item.pk)
+def _event(item, kind):
+    """The escalation of ``item`` as an event of its kind for admission."""
     # As notify() carries a user's pk: an int, or its text (a UUID primary key is not JSON).
     user_id = item.user_id if isinstance(item.user_id, int) else str(item.user_id)
-    payload = json.dumps(item.payload, ensure_ascii=False, separators=(",", ":"))
-    kwargs = event_kwargs_json(nid, kind.name, user_id, item.entity_id, payload, count=item.count)
-    message = send_message(
-        kind.klass, nid, kwargs, queue.name, kind.name, item.count, channels_header=wire.CHANNELS_PLACEHOLDER
+    return Event(
+        kind,
+        notification_id(item.pk),
+        user_id,
+        item.entity_id,
+        json.dumps(item.payload, ensure_ascii=False, separators=(",", ":")),
+        keys.idempotency(SCOPE, str(item.pk)),
+        count=item.count,
+        escalation=tuple(kind.escalate[1]),
+        idempotency_ttl_s=ONCE_TTL_S,
     )
-    event = Event(kind, nid, user_id, item.entity_id, payload, keys.idempotency(SCOPE, str(item.pk)))
-    return event, message, default_plan(kind)

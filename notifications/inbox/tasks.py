@@ -7,10 +7,10 @@ from django.utils import timezone
 
 from notifications.inbox.models import InboxItem
 from pipeline import housekeeping, metrics
+from pipeline.broker.queues import queue_for_class
 from pipeline.celery import task
 from pipeline.conf import sluice_settings
 from pipeline.connections import class_redis
-from pipeline.queues import queue_for_class
 
 from . import escalation, unread
 

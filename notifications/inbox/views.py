@@ -27,8 +27,8 @@ from redis.exceptions import RedisError
 from notifications.inbox.models import InboxItem
 from notifications.json_api import BadRequest, invalid, query, read_object, respond, unauthorized, unavailable
 from pipeline import metrics
+from pipeline.gates.token_bucket import take_from
 from pipeline.redis import keys
-from pipeline.token_bucket import take_from
 
 from . import unread
 

@@ -1,7 +1,7 @@
-"""The ingest API's rate limit: one token bucket per service token (pipeline.token_bucket)."""
+"""The ingest API's rate limit: one token bucket per service token (pipeline.gates.token_bucket)."""
 
+from pipeline.gates.token_bucket import take_from
 from pipeline.redis import keys
-from pipeline.token_bucket import take_from
 
 
 def take(token):

@@ -132,7 +132,7 @@ def digest_state():
     from redis.exceptions import RedisError
 
     from digest.fold_store import every_state
-    from pipeline.depth import snapshot
+    from pipeline.broker.depth import snapshot
 
     try:
         raw = every_state()

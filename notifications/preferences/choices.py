@@ -20,8 +20,8 @@ from django.dispatch import receiver
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from digest import admission_wire as wire
 from notifications.preferences.schedule import DAY, daily_ticks, hourly_ticks, quiet_intervals
+from pipeline.admission import wire
 from pipeline.conf import sluice_settings
 from pipeline.connections import classes_by_redis, get_redis
 from pipeline.redis import keys

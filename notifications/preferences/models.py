@@ -8,7 +8,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from pipeline.conf import sluice_settings
-from pipeline.conf_kinds import MODES
+from pipeline.conf.kinds import MODES
 
 MODE_CHOICES = [
     ("instant", _("instant: each event on its own")),

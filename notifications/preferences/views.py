@@ -20,8 +20,8 @@ from notifications import preferences
 from notifications.json_api import BadRequest, invalid, read_object, respond, unauthorized, unavailable
 from notifications.preferences.models import NotificationSettings, Preference
 from pipeline.conf import sluice_settings
+from pipeline.gates.token_bucket import take_from
 from pipeline.redis import keys
-from pipeline.token_bucket import take_from
 
 BODY_LIMIT = 64 * 1024
 FIELDS = {"preferences", "timezone", "quiet_hours", "cadence", "digest_at"}

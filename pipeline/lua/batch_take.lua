@@ -1,5 +1,5 @@
 -- Take up to N messages of a queue into a batch consumer's processing lists, and register the consumer with the
--- reliable fetch's reaper (pipeline.reaper) in the same step when it took any: a message is always in its queue or
+-- reliable fetch's reaper (pipeline.broker.reaper) in the same step when it took any: a message is always in its queue or
 -- in a processing list that a reaper finds once the consumer's heartbeat is gone, never only in a worker's memory,
 -- and a consumer that took nothing is not registered (an idle one costs the reaper nothing).
 -- KEYS[1]        the consumers set (the reaper's registry)

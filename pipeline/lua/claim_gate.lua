@@ -4,10 +4,10 @@
 -- gate. The claim is taken only with the gate's grant: a send told to wait holds no claim while it waits.
 -- KEYS[1]          the send claim (pipeline.redis.keys.sent)
 -- KEYS[2..1+n]     the gate's keys, n = ARGV[1] (3, or 6 on a partitioned channel), as gate_acquire.lua's KEYS
--- KEYS[2+n..]      the "sent" mark hashes that may hold its mark (pipeline.marks.candidates)
+-- KEYS[2+n..]      the "sent" mark hashes that may hold its mark (pipeline.broker.marks.candidates)
 -- ARGV[1]          n, how many of KEYS are the gate's
 -- ARGV[2]          claim TTL in seconds
--- ARGV[3]          the mark's field (pipeline.marks.field)
+-- ARGV[3]          the mark's field (pipeline.broker.marks.field)
 -- ARGV[4..]        the gate's arguments, as gate_acquire.lua's ARGV
 -- Returns          {"claimed", 0}: granted and claimed (the caller holds the gate's slots and the claim);
 --                  {"wait", ms}: no room yet, nothing taken, ask again after ms;

@@ -1,4 +1,4 @@
--- One step of giving back what a consumer of the reliable fetch holds (pipeline/reaper.py calls it until "done"):
+-- One step of giving back what a consumer of the reliable fetch holds (pipeline/broker/reaper.py calls it until "done"):
 -- at most ARGV[2] messages move from its processing lists back to their source lists, at the end workers take from
 -- (oldest first), and at most ARGV[2] of its delivery tags are popped for the caller to restore from kombu's
 -- unacked hash (kombu's own restore). Once it holds nothing, it is forgotten. Every key name is passed in.

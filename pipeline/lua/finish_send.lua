@@ -1,7 +1,7 @@
 -- Record the end of one send: its "sent" mark for redeliveries, and its metrics, in one round trip.
 -- KEYS[1]  the send claim (pipeline.redis.keys.sent), dropped
 -- KEYS[2]  the counters hash
--- KEYS[3]  the mark hash of this time bucket (pipeline.marks.write_target)
+-- KEYS[3]  the mark hash of this time bucket (pipeline.broker.marks.write_target)
 -- ARGV[1]  "sent" to mark it done (a redelivery then does nothing), or "" so that a retry may send
 -- ARGV[2]  when the mark hash expires, Unix seconds: it is expired whole, never field by field
 -- ARGV[3]  counter field of sluice_sent_total
@@ -9,7 +9,7 @@
 -- ARGV[5]  histogram sum field
 -- ARGV[6]  histogram count field
 -- ARGV[7]  the send's duration, seconds
--- ARGV[8]  the mark's field (pipeline.marks.field)
+-- ARGV[8]  the mark's field (pipeline.broker.marks.field)
 -- ARGV[9]  one more counter field to add one to ("" for none): the message's processed count
 if ARGV[1] ~= '' then
   redis.call('HSET', KEYS[3], ARGV[8], 1)

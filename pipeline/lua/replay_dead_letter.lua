@@ -3,7 +3,7 @@
 -- KEYS[2]   the entries hash
 -- KEYS[3]   the counters hash
 -- KEYS[4..3+ARGV[5]]  send state of the channels to send again: their claims (pipeline.redis.keys.sent), deleted, and
---                      the mark hashes that may hold their "sent" marks (pipeline.marks), their fields deleted
+--                      the mark hashes that may hold their "sent" marks (pipeline.broker.marks), their fields deleted
 -- then      the queue's list, and its priority sub-lists, counted in the depth
 -- ARGV[1]  entry id
 -- ARGV[2]  capacity of the queue

@@ -12,10 +12,10 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from redis.exceptions import RedisError
 
-from pipeline import deadletters
+from pipeline.broker import deadletters
+from pipeline.broker.depth import depth, queue_redis, snapshot
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.connections import fold_store_classes, get_redis, shared_redis
-from pipeline.depth import depth, queue_redis, snapshot
 from pipeline.durability import STEPS
 from pipeline.metrics import (
     BEAT_FLUSH_INTERVAL_FIELD,

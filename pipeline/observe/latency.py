@@ -3,8 +3,8 @@
 import json
 from datetime import datetime
 
-from pipeline.publish_stamp import PUBLISHED_AT
-from pipeline.redis import keys
+from pipeline.broker.publish_stamp import PUBLISHED_AT
+from pipeline.conf import queue_lists
 
 # Future-ETA messages are skipped, so look a little past the very tail for one that is due.
 SCAN = 50
@@ -34,7 +34,7 @@ def message_age(raw, now):
 def oldest_ages(client, queue_names, now):
     """{queue: age in seconds of its oldest due message (0.0 when none)}, across priority sub-lists."""
     pipe = client.pipeline(transaction=False)
-    lists = {name: keys.priority_lists(name) for name in queue_names}
+    lists = {name: queue_lists(name) for name in queue_names}
     for names in lists.values():
         for name in names:
             pipe.lrange(name, -SCAN, -1)

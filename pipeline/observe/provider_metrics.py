@@ -2,7 +2,7 @@
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from pipeline.breaker import states
+from pipeline.gates.breaker import states
 from pipeline.metrics import DELIVERY_PRUNED, DELIVERY_UNMATCHED
 from pipeline.observe.families import labelled
 

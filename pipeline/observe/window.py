@@ -4,9 +4,9 @@ import json
 import time
 from dataclasses import dataclass
 
+from pipeline.broker.depth import queue_redis, snapshot
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.connections import classes_by_redis
-from pipeline.depth import queue_redis, snapshot
 from pipeline.metrics import digest_published_field, notifications_field, processed_field, read_counters
 from pipeline.observe.latency import oldest_ages
 from pipeline.redis import keys

@@ -225,7 +225,7 @@ def celery_broker(url):
         # Every part carries the credentials and the database: kombu reads them from whichever sentinel it
         # switched to.
         found["broker_url"] = ";".join(f"sentinel://{credentials}{h}:{p}/{parsed.db}" for h, p in parsed.hosts)
-        found["broker_transport"] = "pipeline.transport:SentinelTransport"
+        found["broker_transport"] = "pipeline.broker.transport:SentinelTransport"
         options = {"master_name": parsed.master_name}
         if parsed.options.get("sentinel_password"):
             options["sentinel_kwargs"] = {
@@ -234,7 +234,7 @@ def celery_broker(url):
             }
         found["broker_transport_options"] = options
         return found
-    found["broker_transport"] = "pipeline.transport:Transport"
+    found["broker_transport"] = "pipeline.broker.transport:Transport"
     found["broker_url"] = url.split("?", 1)[0] if parsed.scheme == "rediss" else url
     if parsed.scheme == "rediss":
         found["broker_use_ssl"] = ssl_options(parsed)

@@ -5,21 +5,20 @@ import hashlib
 import json
 from functools import lru_cache
 
-from django.conf import settings
 from kombu.transport.redis import PRIORITY_STEPS, Channel
 
 PREFIX = "sluice"
 
 
 def sent(notification_id, channel):
-    """The send claim of one notification on one channel: "sending" while a worker sends it (pipeline.marks keeps
-    "sent" apart, compactly). A "sent" value here is an older release's mark, still honoured."""
+    """The send claim of one notification on one channel: "sending" while a worker sends it (pipeline.broker.marks
+    keeps "sent" apart, compactly). A "sent" value here is an older release's mark, still honoured."""
     return f"{PREFIX}:sent:{notification_id}:{channel}"
 
 
 def sent_marks(bucket, shard):
     """One hash of "sent" marks (field "<id>:<channel>"): the sends finished in one time bucket, one shard of them,
-    expired as a whole (pipeline.marks)."""
+    expired as a whole (pipeline.broker.marks)."""
     return f"{PREFIX}:marks:{bucket}:{shard}"
 
 
@@ -28,11 +27,9 @@ def counters():
     return f"{PREFIX}:counters"
 
 
-def priority_lists(queue):
-    """The queue's list and its priority sub-lists, named as kombu's Redis transport names them."""
-    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})
-    steps = options.get("priority_steps", PRIORITY_STEPS)
-    sep = options.get("sep", Channel.sep)
+def priority_lists(queue, steps=PRIORITY_STEPS, sep=Channel.sep):
+    """The queue's list and its priority sub-lists, named as kombu's Redis transport names them with ``steps`` and
+    ``sep`` (its transport options' priority_steps and sep; pipeline.conf.queue_lists passes Sluice's own)."""
     return [queue] + [f"{queue}{sep}{step}" for step in steps if step]
 
 
@@ -199,7 +196,7 @@ def dead_letters():
 
 
 def dead_letter_entries():
-    """Hash of entry id -> the dead letter as JSON (pipeline.deadletters)."""
+    """Hash of entry id -> the dead letter as JSON (pipeline.broker.deadletters)."""
     return f"{PREFIX}:deadletters:entries"
 
 
@@ -223,7 +220,7 @@ def fetch_reaper_lock():
 
 
 def fetch_prefix():
-    """Prefix of a consumer's fetch keys (the reaper is handed each key whole: pipeline.reaper)."""
+    """Prefix of a consumer's fetch keys (the reaper is handed each key whole: pipeline.broker.reaper)."""
     return f"{PREFIX}:fetch:"
 
 

@@ -9,12 +9,11 @@ import dataclasses
 import logging
 import time
 
-from pipeline import deadletters
+from pipeline.broker import deadletters
 from pipeline.conf import sluice_settings
-from pipeline.republish import republish
-from pipeline.send_claims import describe
-
-from . import expiry
+from pipeline.sending import expiry
+from pipeline.sending.claims import describe
+from pipeline.sending.republish import republish
 
 logger = logging.getLogger("sluice.send")
 

@@ -2,7 +2,7 @@
 
 Message by message and in order, each channel's send passes the same rules: expiry (never sent late), the send claim
 (once per notification and channel) and the channel's gate (per message, never per batch), both in one round trip
-when they share a Redis (pipeline.send_claims.gated_claim), the send's deadline, the providers (one call for the
+when they share a Redis (pipeline.sending.claims.gated_claim), the send's deadline, the providers (one call for the
 claimed sends of a channel that sends in bulk), and its end (marked sent and counted). Each message then ends on its
 own (pipeline.sending.endings): done, retried, back at the end of its queue, dead-lettered, or requeued. When the gate
 does not grant a send at once, the sends waiting go out first; when a critical send is what holds the channel, a
@@ -22,12 +22,13 @@ import logging
 import time
 from contextlib import ExitStack
 
-from pipeline import batch as fetch
-from pipeline import gate, metrics
+from pipeline import metrics
+from pipeline.broker import batch_fetch as fetch
 from pipeline.conf import sluice_settings
-from pipeline.send_claims import ClaimedElsewhere, claim_ttl, describe, gated_claim, record_end
+from pipeline.gates import gate
+from pipeline.sending import endings, expiry
+from pipeline.sending.claims import ClaimedElsewhere, claim_ttl, describe, gated_claim, record_end
 
-from . import endings, expiry
 from .endings import Ended
 from .results import PermanentSendError
 
@@ -266,7 +267,7 @@ def conclude(item):
 def still_to_send(messages, index, failed, expired):
     """The channels a message goes back with when its attempt stops at ``messages[index]``: that one and those
     after it, and the ones that failed or expired before it. Not those already sent or dead-lettered: a "sent"
-    mark outlives any redelivery (pipeline.marks), but a message that goes round its queue again and again (a
+    mark outlives any redelivery (pipeline.broker.marks), but a message that goes round its queue again and again (a
     rate-limited channel's gate) could outlive the marks of the channels it sent first."""
     return [channel for channel, _exc in failed] + list(expired) + [m.channel for m in messages[index:]]
 

@@ -3,20 +3,20 @@ batches, and answer Celery with how its own message ended.
 
 No path out of a send task acks a message it did not handle. A send goes out, or the message is retried
 (republished with backoff), put back at the end of its queue (its channel is busy), requeued (a retry could not be
-published), or dead-lettered with its reason (pipeline.deadletters). A message a batch took is acked or given back
-on its own (pipeline.batch).
+published), or dead-lettered with its reason (pipeline.broker.deadletters). A message a batch took is acked or given
+back on its own (pipeline.broker.batch_fetch).
 """
 
 import logging
 
 from celery.exceptions import Ignore, Reject, Retry
 
-from pipeline import batch as fetch
+from pipeline.broker import batch_fetch as fetch
+from pipeline.broker.message import CHANNELS_HEADER, read_send_message
+from pipeline.broker.publish_stamp import PUBLISHED_AT
 from pipeline.conf import sluice_settings
-from pipeline.message import CHANNELS_HEADER, read_send_message
-from pipeline.publish_stamp import PUBLISHED_AT
+from pipeline.sending import endings
 
-from . import endings
 from .engine import Batch, Item
 
 logger = logging.getLogger("sluice.batch")
@@ -115,7 +115,7 @@ def _give_back(consumer, items):
 
 def _item_of(task_name, source, raw):
     """The batch item of a taken message, or None when this batch must not handle it (another task's message, a
-    retry due later, or one that cannot be read: the task's own path dead-letters that, pipeline.transport)."""
+    retry due later, or one that cannot be read: the task's own path dead-letters that, pipeline.broker.transport)."""
     read = read_send_message(raw)
     if read is None or read.task != task_name or read.eta is not None:
         return None

@@ -110,7 +110,7 @@ def depth_scaling(scaling, mu):
 def _slots(slots):
     if slots is not None:
         return slots
-    from pipeline.profiles import PROFILES
+    from pipeline.broker.profiles import PROFILES
 
     return {k: PROFILES[k].concurrency for k in CLASSES}
 

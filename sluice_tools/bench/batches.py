@@ -18,8 +18,8 @@ from django.contrib.auth import get_user_model
 from django.test import override_settings
 
 from notifications import notify
+from pipeline.broker.message import envelope
 from pipeline.connections import get_redis
-from pipeline.message import envelope
 
 from ..processes import WorkerProcess
 from .common import percentile

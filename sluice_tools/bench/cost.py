@@ -16,8 +16,9 @@ from django.contrib.auth import get_user_model
 from django.test import override_settings
 
 from notifications import Outcome, notify
+from pipeline.broker.queues import queue_for_class
+from pipeline.conf import queue_lists
 from pipeline.connections import get_redis
-from pipeline.queues import queue_for_class
 from pipeline.redis import keys
 from sluice_tools.processes import WorkerProcess
 
@@ -37,7 +38,7 @@ UNACKED = "unacked"
 
 
 def lists(klass):
-    return keys.priority_lists(queue_for_class(klass))
+    return queue_lists(queue_for_class(klass))
 
 
 def hold(client, klass, tag):

@@ -15,9 +15,9 @@ from django.test import override_settings
 
 from notifications import Rejected, notify
 from notifications.delivery.tasks import send_tasks
+from pipeline.broker.depth import snapshot
 from pipeline.conf import CLASSES
 from pipeline.connections import get_redis
-from pipeline.depth import snapshot
 from pipeline.redis import keys
 from sluice_tools.demo_kinds import DEMO_KINDS
 from sluice_tools.processes import WorkerProcess

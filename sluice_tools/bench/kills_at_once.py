@@ -12,7 +12,7 @@ import os
 import signal
 import time
 
-from pipeline import reaper
+from pipeline.broker import reaper
 from pipeline.connections import get_redis
 from pipeline.redis import keys
 

@@ -1,16 +1,16 @@
 """bench cost, memory: bytes of Redis per send claim and per "sent" mark, before (a key each, kept an hour) and
-after (pipeline.marks), and what the marks hold at a sustained rate."""
+after (pipeline.broker.marks), and what the marks hold at a sustained rate."""
 
 import time
 import uuid
 
-from pipeline import marks
+from pipeline.broker import marks
 from pipeline.connections import script
 from pipeline.redis import keys
 
 #: The seed's peak, notifications a second.
 PEAK_PER_S = 1500
-#: How long a mark lived before pipeline.marks: a key each, for an hour.
+#: How long a mark lived before pipeline.broker.marks: a key each, for an hour.
 OLD_MARK_TTL_S = 3600
 BATCH = 5000
 

@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.test import override_settings
 
 from notifications import notify
-from pipeline import deadletters
+from pipeline.broker import deadletters
 from pipeline.connections import get_redis
 from pipeline.metrics import read_counters
 from sluice_tools.processes import WorkerProcess

@@ -117,7 +117,7 @@ class Sampler(threading.Thread):
             self.sends.append((r["id"], r["class"], r["count"], latency, r["started"]))
 
     def sample(self):
-        from pipeline.depth import snapshot
+        from pipeline.broker.depth import snapshot
 
         self.take_records()
         memory = self.client.info("memory")
@@ -188,8 +188,8 @@ def memory_breakdown(client, batch=500):
 
 
 def mark_bytes(client):
-    """How many "sent" marks (pipeline.marks: fields of the per-minute hashes) Redis holds after the run, and the
-    bytes each costs, measured by deleting their hashes: used_memory before minus after, divided by their number."""
+    """How many "sent" marks (pipeline.broker.marks: fields of the per-minute hashes) Redis holds after the run, and
+    the bytes each costs, measured by deleting their hashes: used_memory before minus after, divided by their number."""
     from pipeline.redis import keys
 
     before = client.info("memory")["used_memory"]
@@ -318,7 +318,7 @@ def summarize(sampler, outcomes, started, ended, marks, bytes_per_mark):
     def redis_part(points, key):
         return mean(key(p) for p in points)
 
-    # Every send leaves a dedup mark for pipeline.marks.lifetime_s(): Redis grows with the sends until the first
+    # Every send leaves a dedup mark for pipeline.broker.marks.lifetime_s(): Redis grows with the sends until the first
     # marks expire.
     def without_marks(p):
         return p["used_memory"] - min(p["sends"], marks) * bytes_per_mark

@@ -10,7 +10,7 @@ import pytest
 
 from notifications import Outcome, Rejected, notify, preferences
 from notifications.exceptions import QueueCeilingReached
-from pipeline.depth import snapshot
+from pipeline.broker.depth import snapshot
 from pipeline.redis import keys
 
 

@@ -10,11 +10,11 @@ from django.core.exceptions import ImproperlyConfigured
 
 from notifications.channels import locmem
 from notifications.channels.base import BaseChannel, PermanentSendError, TransientSendError
-from pipeline import batch as fetch
-from pipeline import deadletters, marks
+from pipeline.broker import batch_fetch as fetch
+from pipeline.broker import deadletters, marks
+from pipeline.broker.message import envelope
 from pipeline.celery import app
 from pipeline.conf import sluice_settings
-from pipeline.message import envelope
 from pipeline.metrics import read_counters
 from pipeline.redis import keys
 from pipeline.sending import engine
@@ -97,7 +97,7 @@ def test_a_batch_sends_each_message_once_in_one_bulk_call_with_its_own_claim(wor
     assert sorted(m.id for m in locmem.outbox) == ids
     # The task's own message took the 39 others: one provider call for all of them, in queue order.
     assert locmem.bulk_calls == [ids]
-    # Each one's own "sent" mark, in the hash of its time bucket (pipeline.marks), and no claim left behind.
+    # Each one's own "sent" mark, in the hash of its time bucket (pipeline.broker.marks), and no claim left behind.
     for nid in ids:
         mark = marks.field(nid, "push")
         assert any(redis_client.hget(key, mark) for key in marks.candidates(mark))
@@ -245,7 +245,7 @@ def test_critical_batches_are_refused_and_sizes_are_checked(settings):
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("partitioned", [False, True])
 def test_critical_active_sees_a_waiting_critical_and_the_hold_window(redis_client, settings, partitioned):
-    from pipeline import gate
+    from pipeline.gates import gate
 
     limits = {"partition_by": "brand", "partition_rate_per_s": 1, "rate_per_s": 1} if partitioned else {}
     channels(settings, LOCMEM, gate={"rate_per_s": 1, "burst": 1, "hold_ms": 300, **limits})

@@ -5,10 +5,10 @@ import uuid
 import pytest
 
 from notifications.channels.base import Message
-from pipeline import gate
 from pipeline.connections import class_redis, shared_redis
+from pipeline.gates import gate
 from pipeline.redis import keys
-from pipeline.send_claims import ClaimedElsewhere, gated_claim
+from pipeline.sending.claims import ClaimedElsewhere, gated_claim
 from sluice_tools.redis_server import RedisServer, redis_binary
 from tests.conftest import need
 

@@ -6,7 +6,8 @@ from celery.contrib.testing.worker import start_worker
 from notifications import notify
 from notifications.delivery.tasks import send_tasks
 from notifications.kinds import get_kind
-from notifications.policy import Event, publish_event
+from notifications.policy import publish_event
+from pipeline.admission.event import Event
 from pipeline.celery import app
 from tests.waiting import settled, wait_for
 

@@ -11,11 +11,11 @@ import time
 import pytest
 from django.contrib.auth import get_user_model
 
-from digest import fold_store
+from digest import fold_store, user_claims
 from digest.flush import run_flush
 from notifications import Outcome, Unavailable, notify, preferences
-from pipeline.conf import CLASSES, sluice_settings
-from pipeline.connections import class_redis, every_redis, folds_elsewhere, get_redis
+from pipeline.conf import CLASSES
+from pipeline.connections import class_redis, every_redis, fold_store_url, folds_elsewhere, get_redis
 from pipeline.metrics import read_counters
 from pipeline.redis import keys
 from pipeline.redis.addresses import acl_rules
@@ -139,31 +139,44 @@ def test_folds_live_on_the_digest_redis_and_go_out_on_their_class_queue(four, se
 
 
 @pytest.mark.timeout(120)
-def test_a_flusher_that_died_after_the_handover_is_taken_over_without_a_second_digest(four, servers, db):
+def test_a_flusher_that_died_after_the_handover_is_taken_over_without_a_second_digest(four, servers, db, monkeypatch):
     fill("routine", ROUTINE, ROUTINE_CAPACITY)
     assert notify(User(pk=1), ROUTINE, entity_id="t1") == Outcome.FOLDED
     class_redis("routine").delete("routine")
-    digest = fold_store.default_store()
-    # A flusher claims, hands the digest over to routine's queue, and dies before it drops the claim.
-    claimed = fold_store.claim("dead-flusher", 10, lease_s=60, client=digest)
-    (fold,) = fold_store.read_claimed("dead-flusher", claimed, digest)
-    queue = sluice_settings().queues["routine"]
-    handed = fold_store.script("push_handover", on=class_redis("routine"))(
-        keys=[keys.handover("dead-flusher"), keys.counters(), *keys.priority_lists("routine")],
-        args=[queue.capacity, fold.member, "the dead flusher's digest", "digest:routine:published", 60],
-    )
-    assert handed == 1
-    digest.zadd(keys.claims(), {"dead-flusher": time.time() - 1})  # its lease ran out
+    digest = get_redis(fold_store_url("routine"))
+
+    class Died(Exception):
+        """The flusher dies after handing its digest over to routine's queue, before it drops the claims."""
+
+    scripts = user_claims.script
+
+    class Dying:
+        get = staticmethod(scripts.get)
+
+        def __call__(self, name, on=None):
+            if name == "drop_group":
+                raise Died
+            return scripts(name, on=on)
+
+    monkeypatch.setattr(user_claims, "script", Dying())
+    with pytest.raises(Died):
+        run_flush("beat")
+    monkeypatch.undo()
+    [handed] = class_redis("routine").lrange("routine", 0, -1)
+    [flush_id] = digest.zrange(keys.claims(), 0, -1)
+    [member] = fold_store.claimed_members(flush_id.decode(), digest)
+    assert class_redis("routine").exists(keys.handover(flush_id.decode()))
+    digest.zadd(keys.claims(), {flush_id: time.time() - 1})  # its lease ran out
     # Another fold of the same key arrives meanwhile: it belongs to the next digest, not to the dead one's.
     assert notify(User(pk=1), ROUTINE, entity_id="t1") == Outcome.ACCEPTED  # (room now: it goes out alone)
 
     assert run_flush("beat") == 0  # the takeover finds the mark: nothing published twice
-    assert class_redis("routine").lrange("routine", 0, -1)[-1] == b"the dead flusher's digest"
+    assert class_redis("routine").lrange("routine", 0, -1)[-1] == handed
     assert class_redis("routine").llen("routine") == 2
     assert digest.zcard(keys.claims()) == 0
-    assert not digest.exists(keys.claimed("dead-flusher", fold.member))
+    assert not digest.exists(keys.claimed(flush_id.decode(), member))
     assert digest.hmget(keys.fold_store_size(), "k", "b") == [b"0", b"0"]
-    assert not class_redis("routine").exists(keys.handover("dead-flusher"))
+    assert not class_redis("routine").exists(keys.handover(flush_id.decode()))
     assert refused_on_digest(servers) == []
 
 
@@ -197,7 +210,7 @@ def test_a_class_redis_down_during_a_flush_keeps_every_fold(four, servers, db):
         assert notify(User(pk=1), ROUTINE, entity_id=f"t{n}") == Outcome.FOLDED
     servers["routine"].stop()
     assert run_flush("beat") == 0  # said in a warning, never raised: the other stores and the drain go on
-    digest = fold_store.default_store()
+    digest = get_redis(fold_store_url("routine"))
     assert digest.zcard(keys.pending()) == 3
     assert digest.hget(keys.fold_store_size(), "k") == b"3"
 

@@ -10,7 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from notifications import notify
 from notifications.channels.base import Message, TransientSendError
-from pipeline import deadletters
+from pipeline.broker import deadletters
 from pipeline.celery import app
 from pipeline.conf import sluice_settings
 from pipeline.metrics import read_counters

@@ -7,8 +7,8 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 
 from notifications.inbox.models import InboxItem
+from pipeline.broker.message import envelope
 from pipeline.celery import app
-from pipeline.message import envelope
 from tests import inbox_helpers
 from tests.waiting import settled, wait_for
 

@@ -16,9 +16,9 @@ from notifications.channels.base import PermanentSendError
 from notifications.inbox.channel import InboxChannel
 from notifications.inbox.fold import Unstorable
 from notifications.inbox.models import InboxItem
-from pipeline import deadletters
+from pipeline.broker import deadletters
+from pipeline.broker.message import envelope
 from pipeline.celery import app
-from pipeline.message import envelope
 from tests import inbox_helpers
 from tests.inbox_helpers import inbox_message
 from tests.waiting import settled, wait_for

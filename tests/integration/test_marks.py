@@ -1,12 +1,11 @@
-"""The "sent" marks (pipeline.marks): compact, found by a redelivery, and gone once no redelivery can come."""
+"""The "sent" marks (pipeline.broker.marks): compact, found by a redelivery, and gone once no redelivery can come."""
 
 import time
 
 import pytest
 
 from notifications.delivery.tasks import send_tasks
-from pipeline import deadletters, marks, reaper
-from pipeline.celery import app
+from pipeline.broker import deadletters, marks, reaper
 from pipeline.connections import script
 from pipeline.metrics import finish_send, read_counters
 from pipeline.redis import keys
@@ -65,22 +64,22 @@ def test_a_mark_hash_expires_whole_after_the_redelivery_bound(redis_client):
 
 
 @pytest.mark.timeout(30)
-def test_the_lifetime_follows_the_visibility_timeout_and_the_sweep(monkeypatch):
+def test_the_lifetime_follows_the_visibility_timeout_and_the_sweep(settings):
     options = {"visibility_timeout": 100, "unacked_restore_interval": 2, "unacked_restore_throttle": 5}
-    monkeypatch.setitem(app.conf, "broker_transport_options", options)
+    settings.SLUICE_CELERY = {"broker_transport_options": options}
     assert marks.lifetime_s() == 100 + 10 + marks.QUEUE_ALLOWANCE_S
     # A reaper slower than the visibility timeout sets the bound instead: dead after 200 s, a scan every 50 s, and
     # the scan's own allowance.
-    monkeypatch.setitem(app.conf, "broker_transport_options", {**options, "fetch_dead_after_s": 200})
+    settings.SLUICE_CELERY = {"broker_transport_options": {**options, "fetch_dead_after_s": 200}}
     assert marks.lifetime_s() == 250 + reaper.SCAN_ALLOWANCE_S + marks.QUEUE_ALLOWANCE_S
 
 
 @pytest.mark.timeout(30)
-def test_marks_really_expire(redis_client, monkeypatch):
+def test_marks_really_expire(redis_client, monkeypatch, settings):
     monkeypatch.setattr(marks, "BUCKET_S", 1)
     monkeypatch.setattr(marks, "QUEUE_ALLOWANCE_S", 0)
     monkeypatch.setattr(reaper, "SCAN_ALLOWANCE_S", 0)
-    monkeypatch.setitem(app.conf, "broker_transport_options", {"visibility_timeout": 1, "fetch_dead_after_s": 1})
+    settings.SLUICE_CELERY = {"broker_transport_options": {"visibility_timeout": 1, "fetch_dead_after_s": 1}}
     monkeypatch.setattr(marks, "RESTORE_INTERVAL_S", 1)
     monkeypatch.setattr(marks, "RESTORE_THROTTLE", 1)
     assert marks.lifetime_s() == 2

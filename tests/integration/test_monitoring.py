@@ -59,7 +59,7 @@ def test_flower_refuses_to_start_without_a_login_from_any_directory(tmp_path, co
 
 
 def test_flower_auth_rules():
-    from pipeline.flower_auth import refuse_without_auth
+    from pipeline.broker.flower_auth import refuse_without_auth
 
     refuse_without_auth([], {"FLOWER_BASIC_AUTH": "ops:pw"})
     refuse_without_auth(["--basic-auth=ops:pw"], {})
@@ -118,7 +118,7 @@ def test_a_rule_that_drifts_is_caught():
 
 def test_the_digest_flush_gauges(redis_client, settings, db):
     from digest.flush import run_flush
-    from pipeline.beat_schedule import record_running_interval
+    from pipeline.broker.beat_schedule import record_running_interval
     from pipeline.observe.exporter import application
 
     settings.SLUICE_DIGEST = {"flush_interval_s": 30, "max_keys": 200}

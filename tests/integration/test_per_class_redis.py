@@ -253,7 +253,7 @@ def test_each_class_state_lives_on_its_class_redis(per_class, db):
     assert len(every_redis()) == 3
 
     # The readers read every Redis: the exporter, KEDA's scaler endpoint, the dead letters.
-    from pipeline import deadletters
+    from pipeline.broker import deadletters
     from pipeline.observe.exporter import SluiceCollector, scaler_payload
 
     families = {family.name: family for family in SluiceCollector(60).collect()}
@@ -271,7 +271,7 @@ def test_each_class_state_lives_on_its_class_redis(per_class, db):
     assert deadletters.replay(background) == deadletters.REPLAYED
     assert class_redis("background").llen("background") == 2
     assert deadletters.discard(deadletters.entries()) == 1
-    from pipeline.republish import republish
+    from pipeline.sending.republish import republish
 
     republish("critical", "retry-1", {"notification_id": "n1", "kind": CRITICAL}, published_at=time.time(), retries=1)
     assert class_redis("critical").llen("critical") == 2
@@ -282,7 +282,7 @@ def test_each_class_state_lives_on_its_class_redis(per_class, db):
 def test_a_flush_asked_for_anywhere_lands_on_criticals_broker(per_class):
     """The control tasks run on critical's queue: a publish goes to the Redis of its queue, whatever this
     process's broker is."""
-    from digest.flush import enqueue_size_flush
+    from pipeline.admission.runner import ask_for_flush
     from pipeline.celery import app
 
     urls = per_class
@@ -293,7 +293,7 @@ def test_a_flush_asked_for_anywhere_lands_on_criticals_broker(per_class):
     app._pool = None
     app.amqp._producer_pool = None
     try:
-        enqueue_size_flush()
+        ask_for_flush()
     finally:
         app.conf.broker_url = previous
         app._pool = None

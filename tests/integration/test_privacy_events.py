@@ -17,7 +17,7 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 
 from notifications import notify
-from pipeline import deadletters
+from pipeline.broker import deadletters
 from pipeline.celery import app
 from tests import scripted
 from tests.waiting import wait_for

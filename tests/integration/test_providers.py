@@ -9,9 +9,10 @@ from notifications import notify
 from notifications.channels.base import Message, PermanentSendError, TransientSendError
 from notifications.delivery import failover
 from notifications.models import Delivery
-from pipeline import breaker, deadletters
+from pipeline.broker import deadletters
 from pipeline.celery import app
 from pipeline.conf import sluice_settings
+from pipeline.gates import breaker
 from pipeline.metrics import read_counters
 from sluice_tools.bench.standin import ProviderStandIn
 from tests.unit.test_breaker import Clock

@@ -4,8 +4,8 @@ steps; an idle batch consumer is not registered at all; a check fails when a red
 import pytest
 from django.core.checks import run_checks
 
-from pipeline import batch as fetch
-from pipeline import marks, reaper
+from pipeline.broker import batch_fetch as fetch
+from pipeline.broker import marks, reaper
 from pipeline.celery import app
 from pipeline.redis import keys
 from tests.integration.test_batches import enqueue
@@ -124,8 +124,8 @@ def test_release_gives_back_what_a_batch_still_held(redis_client):
 def test_a_redelivery_that_could_outlive_its_mark_fails_the_check(monkeypatch, settings):
     assert not [e for e in run_checks() if e.id == "sluice.E007"]
     assert marks.redelivery_bound_s() == marks.lifetime_s() == 700
-    options = {**app.conf.broker_transport_options, "visibility_timeout": 7200}
-    monkeypatch.setitem(app.conf, "broker_transport_options", options)
+    options = {"visibility_timeout": 7200}
+    settings.SLUICE_CELERY = {"broker_transport_options": options}
     [error] = [e for e in run_checks() if e.id == "sluice.E007"]
     assert "visibility_timeout 7200 s" in error.msg
     assert "3600 s" in error.msg
@@ -133,6 +133,6 @@ def test_a_redelivery_that_could_outlive_its_mark_fails_the_check(monkeypatch, s
     assert marks.lifetime_s() == marks.MAX_LIFETIME_S  # the marks stay bounded; the check says what that costs
     # A slow reaper alone does it too.
     options = {**options, "visibility_timeout": 300, "fetch_dead_after_s": 3000}
-    monkeypatch.setitem(app.conf, "broker_transport_options", options)
+    settings.SLUICE_CELERY = {"broker_transport_options": options}
     [error] = [e for e in run_checks() if e.id == "sluice.E007"]
     assert "reaper 3752 s" in error.msg

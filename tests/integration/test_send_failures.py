@@ -7,12 +7,12 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 
 from notifications import notify
-from pipeline import deadletters
+from pipeline.broker import deadletters
+from pipeline.broker.message import envelope
 from pipeline.celery import app
-from pipeline.message import envelope
 from pipeline.metrics import read_counters
 from pipeline.redis import keys
-from pipeline.republish import republish
+from pipeline.sending.republish import republish
 from tests import scripted
 from tests.waiting import wait_for
 
@@ -182,7 +182,7 @@ def test_a_message_back_from_its_gate_carries_only_the_channels_still_to_send(wo
     # task.assigned goes by email, then push. Email goes out; push meets a full gate once. The message goes back
     # to its queue with push alone: email is not claimed again (no duplicate counted), so a message that goes
     # round and round its queue never outlives the "sent" marks of the channels it already sent.
-    from pipeline import gate
+    from pipeline.gates import gate
 
     def gate_full(message):
         raise gate.GateTimeout("push had no room")

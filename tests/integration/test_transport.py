@@ -9,7 +9,7 @@ import kombu
 import pytest
 from kombu.transport import redis as kombu_redis
 
-from pipeline import transport
+from pipeline.broker import transport
 from pipeline.celery import app
 from pipeline.redis import keys
 from sluice_tools import fetch_hook

@@ -4,7 +4,7 @@ And a message that is not JSON is dead-lettered, never left in the processing li
 
 import pytest
 
-from pipeline import deadletters
+from pipeline.broker import deadletters
 from pipeline.redis import keys
 from tests.integration.test_transport import consumer, processing_lengths, publish  # noqa: F401 - the fixture
 from tests.waiting import wait_for

@@ -6,8 +6,8 @@ import logging
 from digest.flush import run_flush
 from notifications import notify
 from notifications.channels import locmem
-from pipeline import deadletters
-from pipeline.profiles import worker_argv
+from pipeline.broker import deadletters
+from pipeline.broker.profiles import worker_argv
 from tests.conftest import wait_for
 from tests.integration import test_batches, test_send_failures
 

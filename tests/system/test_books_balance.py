@@ -12,8 +12,8 @@ from django.contrib.auth import get_user_model
 
 from digest.flush import run_flush
 from notifications import Rejected, notify
+from pipeline.broker.depth import snapshot
 from pipeline.conf import sluice_settings
-from pipeline.depth import snapshot
 from pipeline.redis import keys
 from sluice_tools.bench.provider import SENT_KEY, sent_records
 from sluice_tools.processes import ROOT, WorkerProcess

@@ -1,4 +1,5 @@
-"""Hypothesis drives folds, claims, publishes, give-backs, crashes and flushes in any order: the counts add up."""
+"""Hypothesis drives folds, claims, publishes, give-backs, crashes and flushes in any order, on the path the flush
+takes (whole users claimed, a user's digest published with the release of its claims): the counts add up."""
 
 import base64
 import json
@@ -10,8 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from digest import fold_store
-from digest.flush import _message, run_flush
-from pipeline.conf import sluice_settings
+from digest.flush import _publish, run_flush
+from digest.user_claims import claim_users
 from pipeline.connections import get_redis
 from pipeline.redis import keys
 from tests.digest_helpers import fold
@@ -34,31 +35,29 @@ class FoldAndFlush(RuleBasedStateMachine):
             fold(user, entity_id=entity)
         self.folded += times
 
-    @rule(limit=st.integers(1, 4))
-    def claim(self, limit):
+    @rule(users=st.integers(1, 3), limit=st.integers(1, 4))
+    def claim(self, users, limit):
         flush_id = uuid.uuid4().hex
-        if fold_store.claim(flush_id, limit, lease_s=60):
+        if claim_users(flush_id, users, limit, 60, self.client):
             self.flush_ids.append(flush_id)
 
     @precondition(lambda self: self.flush_ids)
     @rule(data=st.data())
     def publish_one(self, data):
         flush_id = data.draw(st.sampled_from(self.flush_ids))
-        members = fold_store.claimed_members(flush_id)
+        members = fold_store.claimed_members(flush_id, self.client)
         if members:
-            [claimed] = fold_store.read_claimed(flush_id, [data.draw(st.sampled_from(members))])
-            queue = sluice_settings().queues["routine"]
-            message = _message(flush_id, claimed, klass="routine", queue_name="routine", conf=sluice_settings())
-            fold_store.publish_claimed(flush_id, claimed, queue, message, "x")
-        fold_store.release(flush_id)
+            # The flush's own path: the member's digest published with the release of its claim, in one step.
+            _publish(flush_id, [data.draw(st.sampled_from(members))], set(), self.client, ["routine", "background"])
+        fold_store.release(flush_id, self.client)
 
     @precondition(lambda self: self.flush_ids)
     @rule(data=st.data())
     def give_back_one(self, data):
         flush_id = data.draw(st.sampled_from(self.flush_ids))
-        members = fold_store.claimed_members(flush_id)
+        members = fold_store.claimed_members(flush_id, self.client)
         if members:
-            fold_store.unclaim(flush_id, data.draw(st.sampled_from(members)))
+            fold_store.unclaim(flush_id, data.draw(st.sampled_from(members)), self.client)
 
     @precondition(lambda self: self.flush_ids)
     @rule(data=st.data())
@@ -84,7 +83,9 @@ class FoldAndFlush(RuleBasedStateMachine):
     @invariant()
     def every_fold_is_pending_claimed_or_published_exactly_once(self):
         pending = self.counted(keys.fold(m.decode()) for m in self.client.zrange(keys.pending(), 0, -1))
-        claimed = self.counted(keys.claimed(f, m) for f in self.flush_ids for m in fold_store.claimed_members(f))
+        claimed = self.counted(
+            keys.claimed(f, m) for f in self.flush_ids for m in fold_store.claimed_members(f, self.client)
+        )
         queued = [
             json.loads(base64.b64decode(json.loads(raw)["body"]))[1] for raw in self.client.lrange("routine", 0, -1)
         ]
@@ -109,7 +110,7 @@ class FoldAndFlush(RuleBasedStateMachine):
     @invariant()
     def no_fold_is_both_pending_and_claimed_under_one_flush(self):
         for flush_id in self.flush_ids:
-            for member in fold_store.claimed_members(flush_id):
+            for member in fold_store.claimed_members(flush_id, self.client):
                 assert self.client.exists(keys.claimed(flush_id, member))
 
 

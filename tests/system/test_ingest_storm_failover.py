@@ -56,7 +56,7 @@ KILL_AFTER = 0.3  # the share of the 2 × REQUESTS answers given before the prim
 BACKOFF_BASE_S, BACKOFF_CAP_S = 0.05, 1.0
 GIVE_UP_S = 90.0  # a request not answered 2xx within this long is reported as given up
 DELIVER_S = 120.0
-DEAD_AFTER_S = 3  # the reaper's bound is then about 6 s (pipeline.reaper.bound_s), well inside DELIVER_S
+DEAD_AFTER_S = 3  # the reaper's bound is then about 6 s (pipeline.broker.reaper.bound_s), well inside DELIVER_S
 SEND_MS = 1  # the channel's latency: the worker keeps pace with the storm
 
 
@@ -96,7 +96,7 @@ def start_web(group_url, tmp_path):
 
 def delivered(client, path):
     """Nothing left to send: every key sent at least once, and no message queued, claimed, unacked, or held in a
-    consumer's processing list (a dead consumer's is back in its queue within pipeline.reaper.bound_s)."""
+    consumer's processing list (a dead consumer's is back in its queue within pipeline.broker.reaper.bound_s)."""
     try:
         seqs = {send["seq"] for send in read_sends(path)}
         return len(seqs) >= REQUESTS and drained(client) and not in_processing(client)

@@ -21,9 +21,9 @@ from django.contrib.auth import get_user_model
 from digest.flush import run_flush
 from notifications import Unavailable, notify
 from notifications.channels.base import BaseChannel
+from pipeline.broker.depth import snapshot
 from pipeline.conf import CLASSES
 from pipeline.connections import get_redis
-from pipeline.depth import snapshot
 from pipeline.redis import keys
 from sluice_tools.demo_kinds import DEMO_KINDS
 from sluice_tools.processes import WorkerProcess
@@ -42,7 +42,7 @@ QUEUES = {"critical": {"capacity": 5000, "wait_ms": 50}, "routine": {"capacity":
 POOLS = (("critical", 2, 10), ("routine", 2, 40), ("background", 1, 40))  # class, concurrency, send ms
 # kombu 5.7: Connection.collect() drops the transport's client after a close() that failed mid-way; the
 # second close() then restored unacked messages through that client and died, and the worker exited 0.
-# pipeline/transport.py turns it into a connection error; the test checks it is never seen again.
+# pipeline/broker/transport.py turns it into a connection error; the test checks it is never seen again.
 KOMBU_CLOSE_BUG = "AttributeError: 'NoneType' object has no attribute 'hostname'"
 
 

@@ -20,10 +20,10 @@ from collections import Counter
 import pytest
 import redis
 
+from pipeline.broker.message import read_send_message
 from pipeline.conf import CLASSES
 from pipeline.connections import get_redis
 from pipeline.durability import STEPS
-from pipeline.message import read_send_message
 from pipeline.metrics import durability_field, read_counters
 from pipeline.redis import keys
 from sluice_tools.redis_server import redis_binary
@@ -164,8 +164,8 @@ def one_run(settings, folder, how):
         producer.join(10)
         client = get_redis()
         # Processing lists too: a message a fetch moved on the old primary, whose reply died with it, is put back
-        # by its consumer after it reconnects (pipeline/transport.py), or by the reaper within its bound (about 6 s
-        # here) when the consumer was cut off (a replaced channel, a batch whose end failed); nothing stays held.
+        # by its consumer after it reconnects (pipeline/broker/transport.py), or by the reaper within its bound (about
+        # 6 s here) when the consumer was cut off (a replaced channel, a batch whose end failed); nothing stays held.
         flush_until_drained(client, done=lambda c: drained(c) and not in_processing(c))
         still_held = in_processing(client)
         done = drained(client) and not still_held

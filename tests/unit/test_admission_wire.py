@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from digest import admission_wire as wire
-from digest.admission import admit_event
-from notifications.policy import Event, default_plan, event_message
+from pipeline.admission import wire
+from pipeline.admission.event import Event, default_plan
+from pipeline.admission.runner import admit
+from pipeline.broker.message import CHANNELS_HEADER
 from pipeline.conf import sluice_settings
-from pipeline.conf_kinds import Throttle
-from pipeline.message import CHANNELS_HEADER
+from pipeline.conf.kinds import Throttle
 from pipeline.metrics import fold_field, fold_grain_field, notifications_field
 
 LUA = Path(wire.__file__).with_name("lua")
@@ -158,8 +158,7 @@ def test_a_full_critical_queue_replies_with_the_message_its_channels_filled_in(r
     kind = conf.kinds["meeting.reminder"]
     full = dataclasses.replace(conf.queues["critical"], capacity=0)
     event = Event(kind, uuid.uuid4().hex, 7, "m1", "{}")
-    message = event_message(event, full.name, wire.CHANNELS_PLACEHOLDER)
-    done = admit_event(event, full, message, default_plan(kind), conf.digest, event.notification_id)
+    done = admit(event, full)
     assert (done.outcome, done.instant_channels) == (wire.FULL, ("push", "email"))
     # Every channel of the kind: the header says null, and nothing of the placeholder is left.
     assert json.loads(done.message)["headers"][CHANNELS_HEADER] is None

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from digest import admission_wire as wire
-from digest.admission import admit_event
 from notifications.inbox import escalation
-from notifications.policy import Event, default_plan, event_message
+from pipeline.admission import wire
+from pipeline.admission.event import Event
+from pipeline.admission.runner import admit
 from pipeline.conf import sluice_settings
 from pipeline.redis import keys
 from tests.unit.test_admission_wire import WIRE_LUA
@@ -30,13 +30,17 @@ def once_key(item_id):
 
 
 def escalate(kind, item_id=1, user_id=7):
-    conf = sluice_settings()
-    queue = conf.queues[kind.klass]
-    event = Event(kind, f"esc-{item_id}", user_id, f"r{item_id}", '{"title":"R"}', once_key(item_id))
-    message = event_message(event, queue.name, wire.CHANNELS_PLACEHOLDER)
-    plan = default_plan(kind)
-    nid = event.notification_id
-    return admit_event(event, queue, message, plan, conf.digest, nid, escalation=kind.escalate[1], idempotency_ttl_s=60)
+    event = Event(
+        kind,
+        f"esc-{item_id}",
+        user_id,
+        f"r{item_id}",
+        '{"title":"R"}',
+        once_key(item_id),
+        escalation=tuple(kind.escalate[1]),
+        idempotency_ttl_s=60,
+    )
+    return admit(event)
 
 
 def test_an_escalations_constants_come_back_by_name(redis_client, kind):

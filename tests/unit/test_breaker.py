@@ -3,8 +3,8 @@
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from pipeline import breaker
 from pipeline.conf import BreakerConfig, sluice_settings
+from pipeline.gates import breaker
 from pipeline.metrics import read_counters
 from pipeline.redis import keys
 

@@ -5,8 +5,8 @@ moved to the second sentinel ran kombu's own Sentinel transport from then on (no
 reaper), and messages a dead batch consumer held stayed in its processing list until a worker restarted.
 """
 
+from pipeline.broker.transport import SentinelTransport
 from pipeline.celery import Connection, SluiceCeleryConfig
-from pipeline.transport import SentinelTransport
 
 from .test_urls import SENTINELS
 

@@ -7,11 +7,11 @@ import pytest
 
 from notifications.channels.base import Message
 from notifications.delivery.tasks import send_tasks
-from pipeline import gate
 from pipeline.connections import lua_source, script
+from pipeline.gates import gate
 from pipeline.metrics import read_counters, sent_field
 from pipeline.redis import keys
-from pipeline.send_claims import ClaimedElsewhere, claim, gated_claim, record_end
+from pipeline.sending.claims import ClaimedElsewhere, claim, gated_claim, record_end
 from tests.waiting import wait_for
 
 LOCMEM = "notifications.channels.locmem.LocmemChannel"

@@ -4,8 +4,8 @@ import pytest
 from django.core.checks import run_checks
 from django.core.exceptions import ImproperlyConfigured
 
+from pipeline.broker.queues import celery_queue_settings
 from pipeline.conf import sluice_settings
-from pipeline.queues import celery_queue_settings
 
 
 def test_defaults_are_valid():

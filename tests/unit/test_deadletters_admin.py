@@ -6,7 +6,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from pipeline import deadletters
+from pipeline.broker import deadletters
 
 URL = "/admin/sluice_notifications/deadletter/"
 

@@ -15,8 +15,8 @@ from notifications.channels.base import Message
 from notifications.delivery import records
 from notifications.delivery.records import StatusEvent, apply, record_sent
 from notifications.models import Delivery, Suppression
-from pipeline import breaker
 from pipeline.connections import get_redis
+from pipeline.gates import breaker
 from pipeline.metrics import read_counters
 from pipeline.observe.exporter import _QuietHandler, _Server, application
 

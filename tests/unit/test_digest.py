@@ -8,6 +8,7 @@ from django_celery_beat.models import PeriodicTask
 
 from digest import fold_store
 from digest.flush import drain, run_flush
+from digest.user_claims import claim_users
 from pipeline.redis import keys
 from tests.digest_helpers import fold, published
 
@@ -29,13 +30,13 @@ def test_flush_sends_one_message_per_user_with_each_keys_count(redis_client, set
     # A user with one key gets that key's own message, as its kind's digest template renders it.
     assert (sent[2]["entity_id"], sent[2]["count"], "digest" in sent[2]) == ("report", 1, False)
     assert redis_client.zcard(keys.pending()) == 0
-    assert fold_store.state()["last_flush_size"] == 2
+    assert fold_store.state(redis_client)["last_flush_size"] == 2
     assert run_flush("test") == 0
 
 
 def test_fold_arriving_during_a_flush_lands_in_the_next_digest(redis_client):
     fold(1, payload={"n": 1})
-    members = fold_store.claim("f1", 10, lease_s=60)
+    members = claim_users("f1", 10, 10, 60, redis_client)
     fold(1, payload={"n": 2})  # arrives after the claim
     assert len(members) == 1
     assert redis_client.zcard(keys.pending()) == 1
@@ -64,9 +65,9 @@ def test_full_queue_keeps_digests_pending_until_there_is_room(redis_client, sett
 def test_unclaimed_fold_merges_with_one_that_arrived_meanwhile(redis_client):
     for _ in range(3):
         fold(1, payload={"old": True})
-    fold_store.claim("f1", 10, lease_s=60)
+    claim_users("f1", 10, 10, 60, redis_client)
     fold(1, payload={"new": True})
-    fold_store.unclaim("f1", keys.fold_member(1, "task.comment", "t1"))
+    fold_store.unclaim("f1", keys.fold_member(1, "task.comment", "t1"), redis_client)
     run_flush("test")
     [message] = published(redis_client)
     assert (message["count"], message["payload"]) == (4, {"new": True})
@@ -76,8 +77,9 @@ CRASHING_FLUSHER = textwrap.dedent(
     """
     import os, signal, django
     django.setup()
-    from digest import fold_store
-    print(fold_store.claim("crashed", 1000, lease_s=1), flush=True)
+    from digest.user_claims import claim_users
+    from pipeline.connections import get_redis
+    print(claim_users("crashed", 1000, 1000, 1, get_redis()), flush=True)
     os.kill(os.getpid(), signal.SIGKILL)  # dies between claiming and sending
     """
 )

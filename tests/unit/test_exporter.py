@@ -13,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from notifications import notify
-from pipeline.message import envelope
+from pipeline.broker.message import envelope
 from pipeline.metrics import finish_send, processed_field
 from pipeline.observe.exporter import _QuietHandler, _Server, application
 from pipeline.observe.window import sample

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from pipeline import gate
+from pipeline.gates import gate
 
 SMS = {"backend": "notifications.channels.locmem.LocmemChannel", "rate_per_s": 20, "burst": 1, "hold_ms": 200}
 

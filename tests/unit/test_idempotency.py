@@ -7,7 +7,9 @@ import pytest
 
 from notifications import InvalidIdempotencyKey, NotifyError, Outcome, Rejected, notify, notify_on_commit
 from notifications.api import NOTIFY_SCOPE, notify_in_scope
-from pipeline.bounded_push import PUSHED, push
+from pipeline.admission import wire
+from pipeline.admission.bounded_push import push
+from pipeline.admission.event import Event
 from pipeline.conf import sluice_settings
 from pipeline.metrics import idempotent_replay_field, read_counters
 from pipeline.redis import keys
@@ -136,13 +138,14 @@ def test_a_critical_waiting_for_room_publishes_once_beside_a_duplicate(redis_cli
 
 
 def test_the_bounded_push_records_the_key_and_refuses_a_second_push(redis_client):
-    queue = sluice_settings().queues["critical"]
+    kind = sluice_settings().kinds[CRITICAL]
     key = keys.idempotency(NOTIFY_SCOPE, "k")
-    assert push(queue, b"m1", "critical", key, 60) == PUSHED
+    keyed = Event(kind, "n1", 1, "e1", "{}", key, idempotency_ttl_s=60)
+    assert push(keyed, "m1") == wire.Admission(wire.ACCEPTED)
     assert redis_client.get(key) == b"accepted"
-    assert push(queue, b"m2", "critical", key, 60) == "accepted"
+    assert push(keyed, "m2") == wire.Admission(wire.ACCEPTED, replayed=True)
     assert redis_client.lrange("critical", 0, -1) == [b"m1"]
-    assert push(queue, b"m3", "critical") == PUSHED  # without a key, as before
+    assert push(Event(kind, "n2", 1, "e1", "{}"), "m3").outcome == wire.ACCEPTED  # without a key, as before
 
 
 def test_eight_threads_racing_on_one_key_publish_once(redis_client, user):

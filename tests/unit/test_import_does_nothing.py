@@ -106,7 +106,7 @@ def test_every_module_imports_without_settings_and_builds_nothing():
         "pipeline.redis.keys",
         "pipeline.conf",
         "pipeline.celery",
-        "pipeline.transport",
+        "pipeline.broker.transport",
         "digest",
         "notifications",
     } <= (found["clean"].keys()), found.get("not_for_models")

@@ -4,7 +4,7 @@ import base64
 import json
 
 from notifications.delivery.tasks import send_tasks
-from pipeline.message import envelope
+from pipeline.broker.message import envelope
 
 
 def test_envelope_matches_what_apply_async_writes(redis_client):

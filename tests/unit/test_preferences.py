@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from notifications import preferences
 from notifications.models import NotificationSettings, Preference
 from pipeline.conf import sluice_settings
-from pipeline.conf_kinds import Kind
+from pipeline.conf.kinds import Kind
 from pipeline.redis import keys
 
 URL = "/api/preferences/"

@@ -1,7 +1,7 @@
 """Each class queue is bound by its own name to one neutrally named exchange (a worker's banner shows it)."""
 
+from pipeline.broker.queues import EXCHANGE, celery_queue_settings
 from pipeline.celery import app
-from pipeline.queues import EXCHANGE, celery_queue_settings
 
 
 def test_the_queues_are_bound_to_the_sluice_exchange_by_their_own_names():

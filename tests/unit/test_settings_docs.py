@@ -38,7 +38,7 @@ def test_every_environment_variable_of_the_own_project_is_in_the_table():
 
 
 def test_every_setting_the_resolver_reads_is_in_the_table():
-    read = set(re.findall(r"\"(SLUICE_[A-Z_]+)\"", (ROOT / "pipeline" / "conf.py").read_text()))
+    read = set(re.findall(r"\"(SLUICE_[A-Z_]+)\"", (ROOT / "pipeline" / "conf" / "__init__.py").read_text()))
     assert "SLUICE_REDIS_URL" in read
     missing = sorted(read - table_names("Settings"))
     assert not missing, f"docs/configuration.md's settings table lacks {missing}"

@@ -249,7 +249,7 @@ def test_the_capacity_floor_can_be_switched_off(tmp_path):
 
 
 def test_the_charts_concurrency_is_the_pool_profiles():
-    from pipeline.profiles import PROFILES
+    from pipeline.broker.profiles import PROFILES
 
     chart = config.chart_scaling(config.load_values())
     assert chart.slots == {k: PROFILES[k].concurrency for k in traces.CLASSES}

@@ -124,7 +124,7 @@ def test_celery_broker_settings_in_kombus_spelling():
     plain = addresses.celery_broker("redis://:pw@h:6379/0")
     assert plain == {
         "broker_url": "redis://:pw@h:6379/0",
-        "broker_transport": "pipeline.transport:Transport",
+        "broker_transport": "pipeline.broker.transport:Transport",
         "broker_transport_options": {},
         "broker_use_ssl": False,
     }
@@ -135,7 +135,7 @@ def test_celery_broker_settings_in_kombus_spelling():
     assert sentinel["broker_url"] == (
         "sentinel://:pw@10.0.0.1:26379/2;sentinel://:pw@10.0.0.2:26379/2;sentinel://:pw@10.0.0.3:26380/2"
     )
-    assert sentinel["broker_transport"] == "pipeline.transport:SentinelTransport"
+    assert sentinel["broker_transport"] == "pipeline.broker.transport:SentinelTransport"
     assert sentinel["broker_transport_options"] == {
         "master_name": "main",
         "sentinel_kwargs": {"password": "spw", "username": None},
@@ -148,7 +148,7 @@ def test_the_celery_app_takes_its_broker_from_sluice_redis_url(settings):
     settings.SLUICE_REDIS_URL = SENTINELS
     settings.SLUICE_CELERY = {"broker_transport_options": {"visibility_timeout": 600}}
     conf = dict(SluiceCeleryConfig())
-    assert conf["broker_transport"] == "pipeline.transport:SentinelTransport"
+    assert conf["broker_transport"] == "pipeline.broker.transport:SentinelTransport"
     assert conf["broker_url"].startswith("sentinel://:pw@10.0.0.1:26379/2;")
     options = conf["broker_transport_options"]
     assert (options["master_name"], options["visibility_timeout"], options["fetch_dead_after_s"]) == ("main", 600, 60)

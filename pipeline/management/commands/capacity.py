@@ -5,8 +5,8 @@ import math
 
 from django.core.management.base import BaseCommand, CommandError
 
+from pipeline.broker.depth import snapshot
 from pipeline.conf import CLASSES, sluice_settings
-from pipeline.depth import snapshot
 from pipeline.observe.capacity_model import assess, rates_from_samples
 from pipeline.observe.window import points
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from django.core.management.base import BaseCommand, CommandError
 from redis.exceptions import RedisError
 
-from pipeline import deadletters
+from pipeline.broker import deadletters
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 

@@ -7,7 +7,7 @@ Flower per distinct Redis: `--class routine` points this one at routine's Redis 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, handle_default_options
 
-from pipeline.flower_auth import refuse_without_auth
+from pipeline.broker.flower_auth import refuse_without_auth
 from pipeline.management.commands.worker import run_celery
 
 

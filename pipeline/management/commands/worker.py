@@ -4,9 +4,9 @@ import argparse
 
 from django.core.management.base import BaseCommand
 
+from pipeline.broker.profiles import PROFILES, worker_argv
 from pipeline.celery import get_app
 from pipeline.conf import CLASSES
-from pipeline.profiles import PROFILES, worker_argv
 
 
 class Command(BaseCommand):

@@ -1,0 +1,59 @@
+"""The bounded push of a critical event that waits for room (push_bounded.lua): the same bound as its admission, in
+one atomic step at the broker; and refusals counted, each burst logged once.
+
+What a class does when its queue is full (wait, fold, collapse) is decided in admission's one step; a critical
+event that found its queue full comes back here while its caller waits (notifications.policy).
+"""
+
+from pipeline import durability
+from pipeline.admission import wire
+from pipeline.admission.event import key_ttl
+from pipeline.admission.runner import request_constants
+from pipeline.admission.scripts import script
+from pipeline.connections import route
+from pipeline.metrics import notifications_field
+from pipeline.redis import keys
+
+
+def push(event, message):
+    """Push ``message`` (its channels filled in: admit_event.lua's full reply) if the event's queue has room; return
+    its Admission: ACCEPTED, FULL or CEILING; or, when the event's idempotency key was recorded already (a concurrent
+    call with the same key got in first), its outcome with ``replayed``, nothing pushed. NotReplicated when a
+    replicated class's replicas do not confirm the push in time (pipeline.durability)."""
+    found = route(event.kind.klass)
+    idempotency = event.idempotency
+    reply = durability.run(
+        script.get("push_bounded"),
+        keys=[
+            *wire.request(wire.PUSH_KEYS, counters=keys.counters(), idempotency=idempotency or keys.NO_IDEMPOTENCY),
+            *found.lists,
+        ],
+        args=wire.request(
+            wire.PUSH_ARGS,
+            layout=wire.PUSH_LAYOUT,
+            constants=request_constants(event, found),
+            message=message,
+            idempotency_ttl=key_ttl(event) if idempotency else 0,
+        ),
+        client=found.client,
+        queue=found.queue,
+        klass=found.klass,
+        step="admission",
+    )
+    return wire.decode_reply(reply)
+
+
+def opens_burst(klass, what, burst_window_s):
+    """True for the first refusal of ``what`` in a burst (none in the last ``burst_window_s`` seconds), so the caller
+    logs a burst once; the refusals themselves are counted where they happen."""
+    return bool(route(klass).client.set(keys.refused_burst(klass, what), 1, nx=True, ex=burst_window_s))
+
+
+def count_rejection(klass, burst_window_s):
+    """Count a refused event; return True when it opens a burst of refusals (so the caller logs it once)."""
+    return bool(
+        script("reject", on=route(klass).client)(
+            keys=[keys.counters(), keys.rejected_burst(klass)],
+            args=[notifications_field(klass, "rejected"), burst_window_s],
+        )
+    )

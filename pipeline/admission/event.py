@@ -1,0 +1,68 @@
+"""An event as admission takes it, and what it is admitted with: its Celery message and its kind's default plan."""
+
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+
+from pipeline.admission import wire
+from pipeline.broker.message import event_kwargs_json, send_message
+from pipeline.conf import sluice_settings
+from pipeline.conf.kinds import Kind
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A validated event, ready to admit (notifications.api validates what a caller gives; other ways in, such as an
+    inbox item's escalation, build one themselves)."""
+
+    kind: Kind
+    notification_id: str
+    # The user's pk as JSON carries it: an int, or its text.
+    user_id: object
+    entity_id: str
+    payload_json: str
+    # The caller's idempotency key as its Redis key (pipeline.redis.keys.idempotency: scoped and hashed), or None.
+    idempotency: str | None = None
+    # A user id that does not exist, from a caller who may not learn so (ingest without reveal): nothing is published,
+    # and the key is recorded and replayed as a real event's.
+    unknown_user: bool = False
+    # How many events it stands for: more than one for an inbox item that folded several.
+    count: int = 1
+    # An inbox item's escalation: its channels, to which the user's plan for the kind is narrowed; None otherwise.
+    escalation: tuple | None = None
+    # How long its idempotency key is kept; None: SLUICE_IDEMPOTENCY_TTL_S.
+    idempotency_ttl_s: int | None = None
+
+
+def message_of(event, queue_name):
+    """The Celery message that sends ``event`` from ``queue_name``, with admission_wire.CHANNELS_PLACEHOLDER where
+    the channels header goes (only the Lua fills it in). The one builder of an admitted event's message: a kind that
+    expires carries its deadline, so that retries and replays keep the event's own."""
+    kind = event.kind
+    extra = {"expires_at": round(time.time() + kind.expires_after_s, 3)} if kind.expires_after_s else {}
+    if event.count != 1:
+        extra["count"] = event.count
+    kwargs = event_kwargs_json(
+        event.notification_id, kind.name, event.user_id, event.entity_id, event.payload_json, **extra
+    )
+    return send_message(
+        kind.klass,
+        event.notification_id,
+        kwargs,
+        queue_name,
+        kind.name,
+        event.count,
+        channels_header=wire.CHANNELS_PLACEHOLDER,
+    )
+
+
+@lru_cache(maxsize=64)
+def default_plan(kind):
+    """What admission does for a user who chose nothing (admission_wire.encode_plan); cached: the hot path."""
+    instant = kind.default_mode == "instant"
+    return wire.encode_plan(kind.channels if instant else (), () if instant else kind.channels, False)
+
+
+def key_ttl(event):
+    """How long ``event``'s idempotency key is kept: its own, else SLUICE_IDEMPOTENCY_TTL_S."""
+    return sluice_settings().idempotency_ttl_s if event.idempotency_ttl_s is None else event.idempotency_ttl_s

@@ -1,0 +1,1 @@
+"""What every worker shares before it sends: the channels' gates, the providers' circuit breakers, token buckets."""
