@@ -50,7 +50,7 @@ def flush(trigger="beat"):
             # them there, the flag expires by itself (SIZE_TRIGGER_TTL_S), so a burst does not turn every
             # fold into another flush that finds no room.
             with _each_store(client):
-                if trigger == "size" and client.zcard(keys.pending()) < sluice_settings().digest["max_keys"]:
+                if trigger == "size" and client.zcard(keys.pending()) < sluice_settings().digest.max_keys:
                     client.delete(keys.size_trigger())
 
 

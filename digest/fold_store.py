@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.admission.fold_fields import FOLD, SIZE
 from pipeline.connections import Scripts, get_redis
 from pipeline.redis import keys
 
@@ -66,21 +67,22 @@ def read_claimed(flush_id, claimed, client):
 def fold_from(member, fields):
     """The Fold of ``member`` from its hash's raw fields (HGETALL)."""
     fields = {k.decode(): v.decode() for k, v in fields.items()}
+    channel = FOLD["channel"]
     user_id, kind, entity_id = json.loads(member)
     grain = GRAINS[0] if entity_id is not None and kind is not None else GRAINS[1] if kind else GRAINS[2]
     return Fold(
         member=member,
         user_id=user_id,
-        kind=fields.get("k") or kind,
+        kind=fields.get(FOLD["kind"]) or kind,
         entity_id=entity_id if grain == "entity" else None,
-        count=int(fields["n"]),
-        payload_json=fields["p"],
-        first_seen=float(fields["f"]),
-        last_seen=float(fields["l"]),
+        count=int(fields[FOLD["count"]]),
+        payload_json=fields[FOLD["payload"]],
+        first_seen=float(fields[FOLD["first_seen"]]),
+        last_seen=float(fields[FOLD["last_seen"]]),
         grain=grain,
-        channels=tuple(sorted(k[2:] for k in fields if k.startswith("c:"))),
-        entities=int(fields.get("ec", 1)),
-        kinds=int(fields.get("kc", 1)),
+        channels=tuple(sorted(k[len(channel) :] for k in fields if k.startswith(channel))),
+        entities=int(fields.get(FOLD["entities"], 1)),
+        kinds=int(fields.get(FOLD["kinds"], 1)),
     )
 
 
@@ -136,13 +138,13 @@ def state(client, now=None):
     pipe.zrangebyscore(keys.pending(), f"({now}", "+inf", start=0, num=HELD_SAMPLE, withscores=True)
     pipe.hgetall(keys.digest_stats())
     pipe.zcard(keys.claims())
-    pipe.hmget(keys.fold_store_size(), "k", "b")
+    pipe.hmget(keys.fold_store_size(), SIZE["keys"], SIZE["bytes"])
     pending, due, held, stats, claims, (size_k, size_b) = pipe.execute()
     reasons = {}
     if held:
         pipe = client.pipeline(transaction=False)
         for member, _due in held:
-            pipe.hget(keys.fold(member.decode()), "r")
+            pipe.hget(keys.fold(member.decode()), FOLD["reason"])
         for reason in pipe.execute():
             name = reason.decode() if reason else "unknown"
             reasons[name] = reasons.get(name, 0) + 1

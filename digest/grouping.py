@@ -185,7 +185,7 @@ def digest_of(part, max_items):
 
 def _digest_message(flush_id, group, part, queue_name, conf):
     folds, bucket, channel = part.folds, part.bucket, part.channel
-    digest = digest_of(part, conf.digest["max_items"])
+    digest = digest_of(part, conf.digest.max_items)
     events = sum(f.count for f in folds)
     name = f"{group.mark}|{bucket}|{channel}"
     notification_id = f"digest-{flush_id}-{hashlib.sha1(name.encode()).hexdigest()[:16]}"

@@ -21,7 +21,7 @@ def preview(user_id):
     for group in groups:
         for part in grouping.plan(group, conf):
             if part.bucket is not None:
-                digest = grouping.digest_of(part, conf.digest["max_items"])
+                digest = grouping.digest_of(part, conf.digest.max_items)
                 subject, body, _html = user_digest.render(digest, user, conf.kinds)
                 channels = [part.channel]
             else:

@@ -18,13 +18,11 @@ class SluiceScheduler(DatabaseScheduler):
         from django.core.checks import Error
         from django.core.exceptions import ImproperlyConfigured
 
-        from pipeline.broker.beat_schedule import sync_flush_interval
-
-        from .checks import check_periodic_tasks
+        from pipeline.broker.beat_schedule import periodic_task_problems, sync_flush_interval
 
         # A flush_interval_s changed since the last migrate: run at the setting's interval, not the stale copy.
         sync_flush_interval()
-        problems = [e for e in check_periodic_tasks(databases=["default"]) if isinstance(e, Error)]
+        problems = [e for e in periodic_task_problems(["default"]) if isinstance(e, Error)]
         if problems:
             raise ImproperlyConfigured("; ".join(f"{e.msg}: {e.hint}" for e in problems))
         super().setup_schedule()

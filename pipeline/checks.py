@@ -12,20 +12,12 @@ sluice.W004  a Redis a replicated class WAITs on could not be asked whether it t
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError
 from redis.exceptions import RedisError, ResponseError
 
 PLAIN_DATABASE_SCHEDULERS = (
     "django_celery_beat.schedulers:DatabaseScheduler",
     "django_celery_beat.schedulers.DatabaseScheduler",
 )
-#: The periodic tasks Sluice's data migration creates, by task name.
-#: The periodic tasks Sluice cannot do without, and the app whose data migration creates each.
-PERIODIC_TASKS = {
-    "sluice.digest.flush": "sluice_digest",
-    "sluice.overflow.drain": "sluice_digest",
-    "sluice.inbox.escalate": "sluice_notifications",
-}
 #: The classes whose events fold (and so WAIT on the digest's Redis, where it is another).
 FOLDING_CLASSES = ("routine", "background")
 
@@ -90,29 +82,10 @@ def check_mark_lifetime():
 @register(Tags.database)
 def check_periodic_tasks(app_configs=None, databases=None, **kwargs):
     """sluice.E004: the digest flush, the overflow drain and the inbox escalations exist in django-celery-beat's
-    tables, enabled."""
-    if not databases:
-        return []
-    from django_celery_beat.models import PeriodicTask
+    tables, enabled (pipeline.broker.beat_schedule, which Sluice's beat asks too)."""
+    from .broker.beat_schedule import periodic_task_problems
 
-    try:
-        present = dict(PeriodicTask.objects.filter(task__in=PERIODIC_TASKS).values_list("task", "enabled"))
-    except DatabaseError:
-        return []  # not migrated yet: migrate creates them
-    errors = []
-    for task in PERIODIC_TASKS:
-        if task not in present:
-            problem = "is missing"
-            hint = f"Run `manage.py migrate {PERIODIC_TASKS[task]}` (its data migration creates it)."
-        elif not present[task]:
-            problem, hint = (
-                "is disabled",
-                "Enable it in the admin (Periodic tasks), or digests or escalations never go out.",
-            )
-        else:
-            continue
-        errors.append(Error(f"the periodic task {task!r} {problem}", hint=hint, id="sluice.E004"))
-    return errors
+    return periodic_task_problems(databases)
 
 
 @register()

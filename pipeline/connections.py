@@ -49,7 +49,7 @@ def class_redis(klass):
 def fold_store_url(klass):
     """The URL of the Redis that keeps ``klass``'s folds: SLUICE_DIGEST["redis_url"], else the class's own."""
     conf = sluice_settings()
-    return conf.digest["redis_url"] or conf.queues[klass].redis_url
+    return conf.digest.redis_url or conf.queues[klass].redis_url
 
 
 def folds_elsewhere(klass):
@@ -82,7 +82,7 @@ def route(klass):
     if found is not None and found[0] is conf and found[1] == os.getpid():
         return found[2]
     queue = conf.queues[klass]
-    fold_url = conf.digest["redis_url"] or queue.redis_url
+    fold_url = conf.digest.redis_url or queue.redis_url
     built = Route(
         klass,
         queue,
@@ -116,7 +116,7 @@ def every_url():
     """One URL per distinct Redis Sluice uses: SLUICE_REDIS_URL's, each class's, then the digest's (the exporter,
     capacity, the admin and the tools read every one)."""
     conf = sluice_settings()
-    digest = [conf.digest["redis_url"]] if conf.digest["redis_url"] else []
+    digest = [conf.digest.redis_url] if conf.digest.redis_url else []
     return distinct([conf.redis_url, *(conf.queues[klass].redis_url for klass in CLASSES), *digest])
 
 

@@ -11,10 +11,7 @@ import logging
 
 from redis.exceptions import RedisError
 
-from pipeline import durability
-from pipeline.conf import sluice_settings
-from pipeline.connections import class_redis, every_redis, get_redis, script
-from pipeline.errors import NotReplicated, WaitRefused
+from pipeline.connections import class_redis, every_redis, get_redis
 from pipeline.redis import keys
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, float("inf"))
@@ -78,45 +75,6 @@ def durability_field(klass, step):
 def count_unconfirmed(exc):
     """Count a NotReplicated (pipeline.errors) on its class's Redis, best effort."""
     count(durability_field(exc.klass, exc.step), klass=exc.klass)
-
-
-def finish_send(claim_key, channel, klass, status, seconds=None, mark=None, also_count=""):
-    """End a send: drop its claim, write its "sent" mark when ``status`` keeps one ("sent", "rejected"), and count
-    it. ``mark`` is (hash key, field, hash expiry in Unix seconds), from pipeline.broker.marks; ``also_count`` is one
-    more counter field to add one to (the message's processed count), saving a round trip.
-
-    A replicated class WAITs for its replicas in the same round trip; when they do not confirm, the end is counted
-    and logged, never failed: the send went out, and a lost mark can only send it again after a failover, never
-    lose it (docs/reliability.md)."""
-    state = "sent" if status in ("sent", "rejected") else ""
-    if state and mark is None:
-        raise ValueError(f"a {status!r} send needs its mark: (hash key, field, expiry)")
-    mark_key, mark_field, expire_at = mark or (claim_key, "", 0)
-    bucket = total = count = ""
-    if seconds is not None:
-        bucket, total, count = duration_fields(channel, klass, seconds)
-    try:
-        durability.run(
-            script.get("finish_send"),
-            keys=[claim_key, keys.counters(), mark_key],
-            args=[
-                state,
-                int(expire_at),
-                sent_field(channel, klass, status),
-                *(bucket, total, count, seconds or 0),
-                mark_field,
-                also_count,
-            ],
-            client=class_redis(klass),
-            queue=sluice_settings().queues[klass],
-            klass=klass,
-            step="end",
-        )
-    except WaitRefused as exc:
-        count_unconfirmed(exc)  # pipeline.durability logged the refusal once; a line per send would bury it
-    except NotReplicated as exc:
-        count_unconfirmed(exc)
-        logger.warning("a %s send on %s ended unconfirmed by its replicas: %s", klass, channel, exc)
 
 
 logger = logging.getLogger("sluice.metrics")

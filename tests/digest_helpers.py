@@ -16,7 +16,7 @@ def fold(user_id, kind="task.comment", entity_id="t1", payload=None, max_keys=10
     found = conf.kinds[kind]
     full = dataclasses.replace(conf.queues[found.klass], capacity=0, ceiling=1_000_000)
     event = Event(found, uuid.uuid4().hex, user_id, entity_id, json.dumps(payload or {}))
-    digest = {**conf.digest, "max_keys": max_keys}
+    digest = dataclasses.replace(conf.digest, max_keys=max_keys)
     return admit(event, full, digest)
 
 

@@ -1,15 +1,15 @@
 -- Claim the due fold keys of whole users for one flush, so that each user's keys go out together: one digest per
--- user and channel (digest/grouping.py). Each fold hash is renamed under the flush id, as claim.lua does, so a fold
--- that arrives afterwards starts a fresh hash and lands in the next digest.
+-- user and channel (digest/grouping.py). Each fold hash is renamed under the flush id, so a fold that arrives afterwards
+-- starts a fresh hash and lands in the next digest.
 -- The due keys are first staged, once the staged set is empty, into a set ordered by name: a user's members share
 -- the prefix '[<user>,' of their JSON, so one range finds every staged key of a user. A staged set drains before
 -- the next is staged, so no user waits behind users staged later. A staged key whose fold is held for later again
--- (a new event under quiet hours or a cadence) is left pending, as claim.lua leaves it.
+-- (a new event under quiet hours or a cadence) is left pending.
 -- Each class takes keys only up to its own room (its queue's free slots, ARGV[9]): a user's keys of one class are
 -- claimed whole, and only while they fit that class's room, except the class's first user of this claim, who may
 -- pass it (else a user with more keys than the queue could ever hold would wait for ever). Keys of a class with no
 -- room left stay staged for a later claim, and the walk goes on to the next user for the other classes. A key's
--- class is its kind's (the fold's latest kind, its 'k' field, else the member's), or the store's first class for a
+-- class is its kind's (the fold's latest kind, its FOLD.kind field, else the member's), or the store's first class for a
 -- kind it does not know: digest/grouping.py class_of, which publishes it.
 -- A fold's key is the prefix it is handed and its member, because the members are only known inside the script;
 -- Sluice runs each Redis on a single instance (kombu's broker needs one anyway), never on Redis Cluster.
@@ -28,6 +28,8 @@
 -- ARGV[9]  the rooms (digest/user_claims.py owns the format): JSON {"rooms": [[class, keys it may take], ...] in
 --          the store's order (the first is the class of an unknown kind), "kinds": {kind: class}}
 -- Returns  {the claimed members, 1 when due keys were left staged (a class without room, or the walk cut short)}
+--! include fold_fields
+-- FOLD, SIZE: the fold hash's and the size hash's field names (pipeline/lua/include/fold_fields.lua)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local max_users, max_keys, max_looked = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[8])
@@ -75,7 +77,7 @@ local function user_prefix(member)
 end
 
 local function class_of(member)
-  local kind = redis.call('HGET', ARGV[1] .. member, 'k')
+  local kind = redis.call('HGET', ARGV[1] .. member, FOLD.kind)
   if not kind then
     local ok, parts = pcall(cjson.decode, member)
     kind = ok and type(parts) == 'table' and parts[2] or nil

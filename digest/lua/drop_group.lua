@@ -5,6 +5,7 @@
 -- ARGV[1]   the name prefix of this flush's claimed fold hashes (the member follows it)
 -- ARGV[2..] the members
 -- Returns   how many were dropped (the others were gone already)
+--! include fold_fields
 --! include claimed
 local dropped = 0
 for i = 2, #ARGV do

@@ -14,6 +14,7 @@
 --           the group carries; then the messages
 -- Returns   1 published; 0 the queue is full (the claims stay); -1 already published by another flusher
 --! include depth
+--! include fold_fields
 --! include claimed
 local n = tonumber(ARGV[3])
 local at = 4 + n

@@ -7,6 +7,7 @@
 -- ARGV[1]  the member
 -- ARGV[2]  now: it was due, and is due again at once
 -- Returns  1 given back; 0 nothing was claimed under that name
+--! include fold_fields
 --! include claimed
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('SREM', KEYS[4], ARGV[1])
@@ -18,9 +19,9 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
   local claimed = redis.call('HGETALL', KEYS[1])
   for i = 1, #claimed, 2 do
     local field, value = claimed[i], claimed[i + 1]
-    if field == 'n' or field == 'ec' or field == 'kc' then
+    if field == FOLD.count or field == FOLD.entities or field == FOLD.kinds then
       redis.call('HINCRBY', KEYS[2], field, tonumber(value))
-    elseif field == 'f' or string.sub(field, 1, 2) == 'c:' then
+    elseif field == FOLD.first_seen or string.sub(field, 1, #FOLD.channel) == FOLD.channel then
       redis.call('HSET', KEYS[2], field, value)
     end
   end

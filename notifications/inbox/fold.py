@@ -96,7 +96,7 @@ def _fold_or_create(kind, message):
         # The newest event so far: its payload, link and time. Rendered from the whole payload; the row keeps it
         # within its bound.
         payload = message.payload or {}
-        item.payload = bounds.fitted(payload, sluice_settings().inbox["max_payload_bytes"])
+        item.payload = bounds.fitted(payload, sluice_settings().inbox.max_payload_bytes)
         item.url = _url(kind, message)
         item.happened_at = happened
     item.last_notification = message.id or ""
@@ -144,7 +144,7 @@ def _url(kind, message):
 def prune_over_bound(user_id):
     """Delete the user's items past SLUICE_INBOX["max_items"]: read or archived ones first, oldest first, then the
     oldest unread. Return how many went."""
-    limit = sluice_settings().inbox["max_items"]
+    limit = sluice_settings().inbox.max_items
     items = InboxItem.objects.filter(user_id=user_id)
     over = items.count() - limit
     if over <= 0:

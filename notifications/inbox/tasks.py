@@ -76,7 +76,7 @@ def prune():
 
 
 def _prune(step):
-    cutoff = timezone.now() - timedelta(days=sluice_settings().inbox["retention_days"])
+    cutoff = timezone.now() - timedelta(days=sluice_settings().inbox.retention_days)
     total = 0
     old = InboxItem.objects.filter(updated_at__lt=cutoff)
     # At least one batch a step, however small its budget: every step makes progress.

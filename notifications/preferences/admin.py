@@ -145,8 +145,8 @@ def digest_state():
         **raw,
         **when,
         "queues": queues,
-        "max_fold_keys": conf["max_fold_keys"],
-        "max_fold_bytes": conf["max_fold_bytes"],
+        "max_fold_keys": conf.max_fold_keys,
+        "max_fold_bytes": conf.max_fold_bytes,
     }
 
 

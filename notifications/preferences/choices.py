@@ -1,9 +1,9 @@
 """Users' preferences: the API a host's settings page calls, which choice wins, and their mirror in Redis.
 
 Admission never queries the database: each user's choices are mirrored into one Redis hash (pipeline.redis.keys.
-preferences), which digest/lua/admit_event.lua reads in the same round trip. A save writes the user's hash once its
-transaction commits; every hour a flush rebuilds the whole mirror from the database, which heals drift and
-moves the mirrored quiet hours and cadence ticks forward.
+preferences), which admission (pipeline/admission/lua/admit_event.lua) reads in the same round trip. A save writes the
+user's hash once its transaction commits; every hour a flush rebuilds the whole mirror from the database, which heals
+drift and moves the mirrored quiet hours and cadence ticks forward.
 """
 
 import logging
@@ -242,7 +242,7 @@ def get(user):
 
 def _escalation_effective(kind, rows, instant, digest):
     """Where an unread item of ``kind`` escalates for this user: each escalation channel instant, digest or off, as
-    admission narrows the user's plan to them (digest/lua/admit_event.lua)."""
+    admission narrows the user's plan to them (pipeline/admission/lua/admit_event.lua)."""
     outside = escalation_channels(kind)
     extra_now, extra_later = resolve_escalation(kind, rows, instant, digest)
     shown = {"instant": [], "digest": [], "off": []}

@@ -35,7 +35,7 @@ class Event:
 
 
 def message_of(event, queue_name):
-    """The Celery message that sends ``event`` from ``queue_name``, with admission_wire.CHANNELS_PLACEHOLDER where
+    """The Celery message that sends ``event`` from ``queue_name``, with wire.CHANNELS_PLACEHOLDER where
     the channels header goes (only the Lua fills it in). The one builder of an admitted event's message: a kind that
     expires carries its deadline, so that retries and replays keep the event's own."""
     kind = event.kind
@@ -58,7 +58,7 @@ def message_of(event, queue_name):
 
 @lru_cache(maxsize=64)
 def default_plan(kind):
-    """What admission does for a user who chose nothing (admission_wire.encode_plan); cached: the hot path."""
+    """What admission does for a user who chose nothing (pipeline.admission.wire.encode_plan); cached: the hot path."""
     instant = kind.default_mode == "instant"
     return wire.encode_plan(kind.channels if instant else (), () if instant else kind.channels, False)
 

@@ -1,8 +1,8 @@
 """The one way in: admit an event, or a batch of one class's events, in one round trip to the class's Redis.
 
 Every caller comes here (notify(), ingest, an inbox item's escalation): this module builds the event's message, the
-kind's constants and the request (admission_wire), runs admit_event.lua on the class's Redis (its Route, resolved
-once per settings and process), hands a fold over to the digest's own Redis when the folds live there
+kind's constants and the request (pipeline.admission.wire), runs admit_event.lua on the class's Redis (its Route,
+resolved once per settings and process), hands a fold over to the digest's own Redis when the folds live there
 (fold_handed.lua, a second round trip), and asks for a size-triggered flush when the fold store reached
 SLUICE_DIGEST["max_keys"]. The caller is left only what it does with the answer: wait for room, refuse, or tell its
 own caller.
@@ -32,10 +32,10 @@ logger = logging.getLogger("sluice.admission")
 
 def admit(event, queue=None, digest=None):
     """Admit ``event`` (pipeline.admission.event.Event) by its user's mirrored choices and its class's bounds; return
-    its Admission (admission_wire). One round trip to the class's Redis; two when it folds on the digest's own Redis.
-    A replicated class WAITs for its replicas in each (pipeline.durability) and raises NotReplicated when they do not
-    confirm in time. ``queue`` and ``digest`` (a QueueConfig, a resolved SLUICE_DIGEST) stand in for the class's own
-    and the setting's: for tools and tests.
+    its Admission (pipeline.admission.wire). One round trip to the class's Redis; two when it folds on the digest's own
+    Redis. A replicated class WAITs for its replicas in each (pipeline.durability) and raises NotReplicated when they
+    do not confirm in time. ``queue`` and ``digest`` (a QueueConfig, a resolved SLUICE_DIGEST) stand in for the
+    class's own and the setting's: for tools and tests.
 
     An event with an idempotency key has its outcome recorded there in the same step, or gets the recorded one back
     (the reply's ``replayed``); an unknown user's (``event.unknown_user``) records only its key."""
@@ -115,15 +115,15 @@ class _Request(NamedTuple):
 
 
 def request_constants(event, found, queue=None, digest=None):
-    """The constants of ``event``'s kind as its admission's scripts read them (admission_wire.kind_constants)."""
+    """The constants of ``event``'s kind as its admission's scripts read them (wire.kind_constants)."""
     digest = digest or sluice_settings().digest
     return wire.kind_constants(
         event.kind,
         queue or found.queue,
         default_plan(event.kind),
-        digest["max_keys"],
-        digest["max_fold_keys"],
-        digest["max_fold_bytes"],
+        digest.max_keys,
+        digest.max_fold_keys,
+        digest.max_fold_bytes,
         found.elsewhere,
         event.escalation,
     )

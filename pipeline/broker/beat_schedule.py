@@ -22,7 +22,7 @@ def setting_interval():
     """The flush interval the settings ask for, in seconds."""
     from pipeline.conf import sluice_settings
 
-    return sluice_settings().digest["flush_interval_s"]
+    return sluice_settings().digest.flush_interval_s
 
 
 def _flush_task(using):
@@ -75,3 +75,42 @@ def record_running_interval(seconds):
 
     for url in fold_store_classes():
         get_redis(url).hset(keys.digest_stats(), BEAT_FLUSH_INTERVAL_FIELD, seconds)
+
+
+#: The periodic tasks Sluice cannot do without, and the app whose data migration creates each.
+PERIODIC_TASKS = {
+    "sluice.digest.flush": "sluice_digest",
+    "sluice.overflow.drain": "sluice_digest",
+    "sluice.inbox.escalate": "sluice_notifications",
+}
+
+
+def periodic_task_problems(databases):
+    """sluice.E004 errors unless the digest flush, the overflow drain and the inbox escalations exist in
+    django-celery-beat's tables of ``databases``, enabled: what `check` reports, and why Sluice's beat refuses to
+    start."""
+    from django.core.checks import Error
+    from django.db import DatabaseError
+
+    if not databases:
+        return []
+    from django_celery_beat.models import PeriodicTask
+
+    try:
+        present = dict(PeriodicTask.objects.filter(task__in=PERIODIC_TASKS).values_list("task", "enabled"))
+    except DatabaseError:
+        return []  # not migrated yet: migrate creates them
+    errors = []
+    for task in PERIODIC_TASKS:
+        if task not in present:
+            problem = "is missing"
+            hint = f"Run `manage.py migrate {PERIODIC_TASKS[task]}` (its data migration creates it)."
+        elif not present[task]:
+            problem, hint = (
+                "is disabled",
+                "Enable it in the admin (Periodic tasks), or digests or escalations never go out.",
+            )
+        else:
+            continue
+        errors.append(Error(f"the periodic task {task!r} {problem}", hint=hint, id="sluice.E004"))
+    return errors

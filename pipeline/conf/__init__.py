@@ -10,6 +10,7 @@ from django.dispatch import receiver
 from kombu.transport.redis import PRIORITY_STEPS, Channel
 
 from pipeline.conf import channels as conf_channels
+from pipeline.conf import digest as conf_digest
 from pipeline.conf import inbox as conf_inbox
 from pipeline.conf import kinds as conf_kinds
 from pipeline.conf.kinds import CLASSES
@@ -33,10 +34,6 @@ MAX_DURABILITY_TIMEOUT_MS = 5000
 DEFAULT_SEND_BUDGET_S = {"critical": 10, "routine": 30, "background": 30}
 # The send claim (pipeline.sending.claims.CLAIM_TTL_S, 120 s) must outlive the attempt it guards.
 MAX_SEND_BUDGET_S = 120
-DEFAULT_DIGEST = {"flush_interval_s": 60, "max_keys": 200, "max_items": 20}
-# A user's digest lists at most this many groups, whatever SLUICE_DIGEST["max_items"] says: the message's size
-# stays bounded (each listed group carries its latest payload).
-MAX_DIGEST_ITEMS = 200
 # The most messages one send task of a class handles at once (pipeline.sending.engine): critical one at a
 # time, so a reminder never waits behind another; routine a moderate batch; background a larger one, for bulk
 # provider calls.
@@ -91,7 +88,7 @@ class SluiceSettings:
     channels: dict
     max_payload_bytes: int
     max_entity_id_length: int
-    digest: dict
+    digest: object  # a DigestConfig (pipeline.conf.digest)
     gate_enabled: bool
     # Messages that cannot be sent are kept up to this many (pipeline.broker.deadletters); then the oldest go.
     dead_letters_max: int
@@ -100,7 +97,7 @@ class SluiceSettings:
     # The events one request to an ESP's tracking webhook may apply; the rest are counted and dropped.
     tracking_max_events: int = 500
     # SLUICE_INBOX: max_items per user and retention_days (pipeline.conf.inbox).
-    inbox: dict = field(default_factory=lambda: conf_inbox.inbox({}))
+    inbox: object = field(default_factory=lambda: conf_inbox.inbox({}))  # an InboxConfig
     # How long a caller's idempotency key is remembered with the outcome of its first call.
     idempotency_ttl_s: int = DEFAULT_IDEMPOTENCY_TTL_S
 
@@ -186,43 +183,6 @@ def _batch(klass, value, setting):
     return batch
 
 
-# The fold store's default bound: ten times what the bulk queues hold, in keys, and a KiB a key in payload
-# bytes (2048 + 2048 capacities: 40,960 keys, 40 MiB). Past half of it new folds coarsen (user|kind), past
-# 80% they fold per user; only a full store refuses (digest/lua/admit_event.lua).
-FOLD_KEYS_PER_QUEUED_MESSAGE = 10
-FOLD_BYTES_PER_KEY = 1024
-
-
-def _digest(raw, queues):
-    conf = {**DEFAULT_DIGEST, **_mapping(raw, "SLUICE_DIGEST")}
-    extra = set(conf) - {"flush_interval_s", "max_keys", "max_fold_keys", "max_fold_bytes", "redis_url", "max_items"}
-    if extra:
-        raise ImproperlyConfigured(f"SLUICE_DIGEST has unknown keys {sorted(extra)}")
-    bulk = queues["routine"].capacity + queues["background"].capacity
-    max_fold_keys = _positive_int(
-        conf.get("max_fold_keys", FOLD_KEYS_PER_QUEUED_MESSAGE * bulk), "SLUICE_DIGEST['max_fold_keys']"
-    )
-    return {
-        "flush_interval_s": _positive_int(conf["flush_interval_s"], "SLUICE_DIGEST['flush_interval_s']"),
-        "max_keys": _positive_int(conf["max_keys"], "SLUICE_DIGEST['max_keys']"),
-        "max_items": _max_items(conf["max_items"]),
-        "max_fold_keys": max_fold_keys,
-        "max_fold_bytes": _positive_int(
-            conf.get("max_fold_bytes", FOLD_BYTES_PER_KEY * max_fold_keys), "SLUICE_DIGEST['max_fold_bytes']"
-        ),
-        # The fold store's own Redis; "" keeps each folding class's folds on its class's Redis, where admission
-        # decides in one round trip (a store elsewhere costs a second one for each event it folds).
-        "redis_url": _redis_url(conf["redis_url"], "SLUICE_DIGEST['redis_url']") if conf.get("redis_url") else "",
-    }
-
-
-def _max_items(value):
-    items = _positive_int(value, "SLUICE_DIGEST['max_items']")
-    if items > MAX_DIGEST_ITEMS:
-        raise ImproperlyConfigured(f"SLUICE_DIGEST['max_items'] must be at most {MAX_DIGEST_ITEMS}, got {value!r}")
-    return items
-
-
 @lru_cache(maxsize=1)
 def sluice_settings():
     """Return the validated settings; raise ImproperlyConfigured naming the bad setting."""
@@ -241,7 +201,7 @@ def sluice_settings():
         max_entity_id_length=_positive_int(
             getattr(settings, "SLUICE_MAX_ENTITY_ID_LENGTH", 200), "SLUICE_MAX_ENTITY_ID_LENGTH"
         ),
-        digest=_digest(getattr(settings, "SLUICE_DIGEST", {}), queues),
+        digest=conf_digest.digest(getattr(settings, "SLUICE_DIGEST", {}), queues),
         gate_enabled=_flag(getattr(settings, "SLUICE_GATE_ENABLED", True), "SLUICE_GATE_ENABLED"),
         dead_letters_max=_positive_int(getattr(settings, "SLUICE_DEAD_LETTERS_MAX", 10_000), "SLUICE_DEAD_LETTERS_MAX"),
         delivery_retention_days=_positive_int(

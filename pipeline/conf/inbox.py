@@ -1,5 +1,7 @@
 """The inbox's settings: SLUICE_INBOX and a kind's ``url`` and ``escalate`` options, validated for pipeline.conf."""
 
+from dataclasses import dataclass
+
 from django.core.exceptions import ImproperlyConfigured
 
 from pipeline.conf.validate import mapping, positive_int
@@ -11,14 +13,23 @@ DEFAULT_INBOX = {"max_items": 500, "retention_days": 90, "max_payload_bytes": 20
 INBOX_BACKEND = "notifications.inbox.channel.InboxChannel"
 
 
+@dataclass(frozen=True)
+class InboxConfig:
+    """SLUICE_INBOX, resolved: the most items a user keeps, how many days an item untouched since is kept, and the
+    most bytes of payload an item keeps."""
+
+    max_items: int
+    retention_days: int
+    max_payload_bytes: int
+
+
 def inbox(raw):
-    """SLUICE_INBOX: the most items a user keeps, how many days an item untouched since is kept, and the most
-    bytes of payload an item keeps."""
+    """SLUICE_INBOX resolved: an InboxConfig; ImproperlyConfigured names a bad key."""
     conf = {**DEFAULT_INBOX, **mapping(raw, "SLUICE_INBOX")}
     extra = set(conf) - set(DEFAULT_INBOX)
     if extra:
         raise ImproperlyConfigured(f"SLUICE_INBOX has unknown keys {sorted(extra)}")
-    return {name: positive_int(conf[name], f"SLUICE_INBOX['{name}']") for name in DEFAULT_INBOX}
+    return InboxConfig(**{name: positive_int(conf[name], f"SLUICE_INBOX['{name}']") for name in DEFAULT_INBOX})
 
 
 def escalate(raw, setting, kind_channels, channels):

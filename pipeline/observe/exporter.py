@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from redis.exceptions import RedisError
 
+from pipeline.admission.fold_fields import SIZE
 from pipeline.broker import deadletters
 from pipeline.broker.depth import depth, queue_redis, snapshot
 from pipeline.conf import CLASSES, sluice_settings
@@ -175,13 +176,13 @@ class SluiceCollector:
 
 def _store_size(stores):
     # Each folding Redis keeps its own store, each with the whole bound: the fullest is the one that refuses first.
-    sizes = [store.hmget(keys.fold_store_size(), "k", "b") for store in stores]
+    sizes = [store.hmget(keys.fold_store_size(), SIZE["keys"], SIZE["bytes"]) for store in stores]
     stored_keys = max(int(k or 0) for k, _b in sizes)
     stored_bytes = max(int(b or 0) for _k, b in sizes)
     bounds = sluice_settings().digest
     for unit, value, bound in (
-        ("keys", stored_keys, bounds["max_fold_keys"]),
-        ("bytes", stored_bytes, bounds["max_fold_bytes"]),
+        ("keys", stored_keys, bounds.max_fold_keys),
+        ("bytes", stored_bytes, bounds.max_fold_bytes),
     ):
         size = GaugeMetricFamily(f"sluice_digest_store_{unit}", f"The fold store's size, in {unit}")
         size.add_metric([], int(value or 0))

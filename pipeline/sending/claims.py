@@ -6,10 +6,11 @@ from contextlib import contextmanager
 
 from redis.exceptions import RedisError
 
-from pipeline import metrics
+from pipeline import durability, metrics
 from pipeline.broker import marks
-from pipeline.celery import get_app
-from pipeline.connections import class_redis, script
+from pipeline.conf import transport_options
+from pipeline.connections import class_redis, route, script
+from pipeline.errors import NotReplicated, WaitRefused
 from pipeline.gates import gate
 from pipeline.redis import keys
 
@@ -23,7 +24,7 @@ CLAIM_TTL_S = 120
 
 def claim_ttl():
     """Seconds a send claim lives: CLAIM_TTL_S, or the broker's visibility timeout when that is shorter."""
-    visibility = (get_app().conf.broker_transport_options or {}).get("visibility_timeout", CLAIM_TTL_S)
+    visibility = transport_options().get("visibility_timeout", CLAIM_TTL_S)
     return max(1, min(CLAIM_TTL_S, int(visibility)))
 
 
@@ -90,7 +91,7 @@ def record_end(message, status, seconds=None, also_count=""):
     mark = marks.field(message.id, message.channel)
     try:
         mark_key, expire_at = marks.write_target(mark)
-        metrics.finish_send(
+        finish_send(
             keys.sent(message.id, message.channel),
             message.channel,
             message.klass,
@@ -105,6 +106,46 @@ def record_end(message, status, seconds=None, also_count=""):
         # (claim_ttl), which is the most a redelivery waits.
         logger.warning("send %s on %s: its end was not recorded: %s", message.id, message.channel, describe(exc))
         return False
+
+
+def finish_send(claim_key, channel, klass, status, seconds=None, mark=None, also_count=""):
+    """End a send: drop its claim, write its "sent" mark when ``status`` keeps one ("sent", "rejected"), and count
+    it. ``mark`` is (hash key, field, hash expiry in Unix seconds), from pipeline.broker.marks; ``also_count`` is one
+    more counter field to add one to (the message's processed count), saving a round trip.
+
+    A replicated class WAITs for its replicas in the same round trip; when they do not confirm, the end is counted
+    and logged, never failed: the send went out, and a lost mark can only send it again after a failover, never
+    lose it (docs/reliability.md)."""
+    state = "sent" if status in ("sent", "rejected") else ""
+    if state and mark is None:
+        raise ValueError(f"a {status!r} send needs its mark: (hash key, field, expiry)")
+    mark_key, mark_field, expire_at = mark or (claim_key, "", 0)
+    bucket = total = count = ""
+    if seconds is not None:
+        bucket, total, count = metrics.duration_fields(channel, klass, seconds)
+    found = route(klass)
+    try:
+        durability.run(
+            script.get("finish_send"),
+            keys=[claim_key, keys.counters(), mark_key],
+            args=[
+                state,
+                int(expire_at),
+                metrics.sent_field(channel, klass, status),
+                *(bucket, total, count, seconds or 0),
+                mark_field,
+                also_count,
+            ],
+            client=found.client,
+            queue=found.queue,
+            klass=klass,
+            step="end",
+        )
+    except WaitRefused as exc:
+        metrics.count_unconfirmed(exc)  # pipeline.durability logged the refusal once; a line per send would bury it
+    except NotReplicated as exc:
+        metrics.count_unconfirmed(exc)
+        logger.warning("a %s send on %s ended unconfirmed by its replicas: %s", klass, channel, exc)
 
 
 def describe(exc):

@@ -53,7 +53,7 @@ class Ending:
     the exception's type), DEAD_LETTERED (kept with its reason), or REQUEUED (``error`` says why the original must
     go back as it is)."""
 
-    kind: str
+    result: str
     countdown: float = 0
     error: str = ""
 
@@ -62,7 +62,7 @@ class Ended(Exception):
     """Stops a message's attempt with its Ending."""
 
     def __init__(self, ending):
-        super().__init__(ending.kind)
+        super().__init__(ending.result)
         self.ending = ending
 
 

@@ -23,7 +23,7 @@ import time
 from contextlib import ExitStack
 
 from pipeline import metrics
-from pipeline.broker import batch_fetch as fetch
+from pipeline.broker import batch_fetch
 from pipeline.conf import sluice_settings
 from pipeline.gates import gate
 from pipeline.sending import endings, expiry
@@ -122,7 +122,7 @@ class Batch:
             if item.given_back:
                 ends["given back"] += 1
             else:
-                ends[names.get(item.ending.kind, "requeued") if item.ending else "requeued"] += 1
+                ends[names.get(item.ending.result, "requeued") if item.ending else "requeued"] += 1
         count = len(self.items)
         return f"{count} message{'' if count == 1 else 's'}: " + ", ".join(f"{n} {end}" for end, n in ends.items())
 
@@ -134,7 +134,7 @@ class Batch:
                 item.expired.append(message.channel)
                 continue
             try:
-                claimed = self.admit(index, message)
+                claimed = self.claim(index, message)
             except gate.GateTimeout:
                 item.gate_timeout = True
                 self.give_back_after(index)
@@ -152,7 +152,7 @@ class Batch:
                     # now, so a send never starts long after the gate granted it.
                     self.flush()
 
-    def admit(self, index, message):
+    def claim(self, index, message):
         """Pass the channel's gate for one message and claim its send (claims.gated_claim: one round trip on one
         Redis), at once or after the sends waiting went out; claim's answer. Critical on the channel sends the
         messages after this one back to the queue. Raises gate.GateTimeout when the gate had no room in time, and
@@ -165,7 +165,7 @@ class Batch:
                 pass
             # Whatever holds the gate, the sends already claimed do not wait with this one.
             self.flush()
-            if self.can_give_back(index) and fetch.critical_active(message.channel, message.payload):
+            if self.can_give_back(index) and batch_fetch.critical_active(message.channel, message.payload):
                 self.critical_seen = True
                 self.give_back_after(index)
         return self.slots.enter_context(gated_claim(message, published_at, max_wait_s=gate_wait(message)))

@@ -11,7 +11,7 @@ import logging
 
 from celery.exceptions import Ignore, Reject, Retry
 
-from pipeline.broker import batch_fetch as fetch
+from pipeline.broker import batch_fetch
 from pipeline.broker.message import CHANNELS_HEADER, read_send_message
 from pipeline.broker.publish_stamp import PUBLISHED_AT
 from pipeline.conf import sluice_settings
@@ -47,20 +47,20 @@ def run(delivery, task, kwargs):
 
 def answer(ending):
     """Tell Celery how the task's own message ended: return (acked), or raise Retry, Ignore or Reject."""
-    if ending.kind == endings.RETRIED:
+    if ending.result == endings.RETRIED:
         raise Retry(exc=Retrying(ending.error), when=ending.countdown)
-    if ending.kind == endings.DEAD_LETTERED:
+    if ending.result == endings.DEAD_LETTERED:
         raise Ignore()
-    if ending.kind == endings.REQUEUED:
+    if ending.result == endings.REQUEUED:
         raise Reject(ending.error, requeue=True)
 
 
 def send_batch(delivery, attempt, size):
     """Send the task's own message together with up to ``size - 1`` more of its queue, taken through the reliable
     fetch; ack or give back each taken message. Return the task's own message's Ending."""
-    consumer = fetch.consumer()
+    consumer = batch_fetch.consumer()
     queue = sluice_settings().queues[attempt.klass]
-    size = min(size, 1 + fetch.share_of_margin(queue, attempt.klass))
+    size = min(size, 1 + batch_fetch.share_of_margin(queue, attempt.klass))
 
     def take():
         items, unbatchable = [], []
@@ -96,13 +96,13 @@ def end_or_retire(consumer, end, items):
         end(consumer, items)
         consumer.release()
     except BaseException:
-        fetch.retire(consumer)
+        batch_fetch.retire(consumer)
         raise
 
 
 def _end_taken(consumer, taken):
     """Ack every taken message that ended here; give back the ones that must be requeued or were not started."""
-    back = [item for item in taken if item.given_back or item.ending.kind == endings.REQUEUED]
+    back = [item for item in taken if item.given_back or item.ending.result == endings.REQUEUED]
     consumer.ack([item.fetched for item in taken if item not in back])
     _give_back(consumer, back)
 

@@ -180,7 +180,7 @@ def test_a_critical_send_passes_the_messages_a_batch_has_not_started(worker_on, 
     channels(settings, "tests.integration.test_batches.SlowChannel", gate={"concurrency": 1, "hold_ms": 300})
     SlowChannel.sent = []
     given_back, critical_started = [], []
-    real_give_back, real_admit = fetch.BatchConsumer.give_back, engine.Batch.admit
+    real_give_back, real_admit = fetch.BatchConsumer.give_back, engine.Batch.claim
 
     def spy_give_back(self, messages):
         given_back.append(len(messages))
@@ -192,7 +192,7 @@ def test_a_critical_send_passes_the_messages_a_batch_has_not_started(worker_on, 
         return real_admit(self, index, message)
 
     monkeypatch.setattr(fetch.BatchConsumer, "give_back", spy_give_back)
-    monkeypatch.setattr(engine.Batch, "admit", spy_admit)
+    monkeypatch.setattr(engine.Batch, "claim", spy_admit)
     ids = enqueue(redis_client, 20)
     with worker_on(queues=("critical", "background"), concurrency=2):
         wait_for(lambda: len(SlowChannel.sent) >= 3)

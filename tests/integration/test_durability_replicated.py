@@ -12,10 +12,10 @@ from django.contrib.auth import get_user_model
 from notifications import Outcome, Unavailable, notify
 from notifications.kinds import all_kinds
 from notifications.models import IngestToken
-from pipeline import metrics
 from pipeline.connections import get_redis
 from pipeline.metrics import durability_field, read_counters
 from pipeline.redis import keys
+from pipeline.sending import claims
 from sluice_tools.bench.admission_bench import RoundTrips
 from sluice_tools.redis_server import PrimaryWithReplica
 from tests.waiting import wait_for
@@ -129,7 +129,7 @@ def test_a_send_end_unconfirmed_is_counted_and_logged_never_failed(pair, setting
     client = get_redis()
     client.set(keys.sent("n-1", "email"), "sending")
     pair.pause()
-    metrics.finish_send(keys.sent("n-1", "email"), "email", "routine", "failed", 0.01)
+    claims.finish_send(keys.sent("n-1", "email"), "email", "routine", "failed", 0.01)
     assert client.get(keys.sent("n-1", "email")) is None  # the end happened on the primary
     assert unconfirmed("routine", "end") == 1
     assert "ended unconfirmed by its replicas" in caplog.text

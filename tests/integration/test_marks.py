@@ -7,8 +7,9 @@ import pytest
 from notifications.delivery.tasks import send_tasks
 from pipeline.broker import deadletters, marks, reaper
 from pipeline.connections import script
-from pipeline.metrics import finish_send, read_counters
+from pipeline.metrics import read_counters
 from pipeline.redis import keys
+from pipeline.sending.claims import finish_send
 from sluice_tools.demo_kinds import DEMO_KINDS
 from tests.waiting import wait_for
 

@@ -116,7 +116,7 @@ def test_a_refused_wait_answers_503_and_a_keyed_retry_is_sent_once_then_confirme
 @pytest.mark.django_db
 @pytest.mark.expected_errors(REFUSED)
 def test_notify_says_why_and_the_send_end_is_counted_not_logged_per_send(pair, settings, caplog):
-    from pipeline import metrics
+    from pipeline.sending import claims
 
     replicated(settings)
     user = get_user_model()(pk=1)
@@ -124,7 +124,7 @@ def test_notify_says_why_and_the_send_end_is_counted_not_logged_per_send(pair, s
         notify(user, "meeting.reminder", entity_id="m-1")
     client = get_redis()
     client.set(keys.sent("n-1", "email"), "sending")
-    metrics.finish_send(keys.sent("n-1", "email"), "email", "critical", "failed", 0.01)
+    claims.finish_send(keys.sent("n-1", "email"), "email", "critical", "failed", 0.01)
     assert client.get(keys.sent("n-1", "email")) is None  # the end happened on the primary
     assert read_counters(client).get(durability_field("critical", "end"), 0) == 1
     assert "ended unconfirmed" not in caplog.text

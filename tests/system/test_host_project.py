@@ -88,9 +88,9 @@ def test_the_wheel_holds_the_apps_their_data_and_no_project(host):
 
     names = zipfile.ZipFile(host.wheel).namelist()
     for expected in (
-        "pipeline/lua/push_bounded.lua",
+        "pipeline/admission/lua/push_bounded.lua",
         "pipeline/lua/include/depth.lua",
-        "digest/lua/admit_event.lua",
+        "pipeline/admission/lua/admit_event.lua",
         "pipeline/lua/token_bucket.lua",
         "notifications/templates/sluice/default.txt",
         "digest/templates/sluice/digest/default.txt",

@@ -33,9 +33,9 @@ def constants(kind_name="task.comment", elsewhere=False, **kind_changes):
         kind,
         conf.queues[kind.klass],
         default_plan(kind),
-        digest["max_keys"],
-        digest["max_fold_keys"],
-        digest["max_fold_bytes"],
+        digest.max_keys,
+        digest.max_fold_keys,
+        digest.max_fold_bytes,
         elsewhere,
     )
 

@@ -45,7 +45,7 @@ def escalate(kind, item_id=1, user_id=7):
 
 def test_an_escalations_constants_come_back_by_name(redis_client, kind):
     conf = sluice_settings()
-    args = [conf.digest[name] for name in ("max_keys", "max_fold_keys", "max_fold_bytes")]
+    args = [getattr(conf.digest, name) for name in ("max_keys", "max_fold_keys", "max_fold_bytes")]
     raw = wire.kind_constants(kind, conf.queues["routine"], "x||0", *args, False, ("email", "sms"))
     plain = wire.kind_constants(kind, conf.queues["routine"], "x||0", *args, False)
     body = "local c = read_request(KEYS, ARGV)\nreturn cjson.encode(c)"

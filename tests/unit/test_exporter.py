@@ -14,10 +14,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from notifications import notify
 from pipeline.broker.message import envelope
-from pipeline.metrics import finish_send, processed_field
+from pipeline.metrics import processed_field
 from pipeline.observe.exporter import _QuietHandler, _Server, application
 from pipeline.observe.window import sample
 from pipeline.redis import keys
+from pipeline.sending.claims import finish_send
 
 
 def message(queue, age=0, eta=None):

@@ -1,6 +1,8 @@
 """SLUICE_INBOX and a kind's url and escalate options: defaults, and a bad value names its exact key; the exporter's
 inbox families."""
 
+import dataclasses
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
@@ -24,7 +26,7 @@ def kind(**options):
 def test_defaults_and_a_valid_kind(channels):
     channels.SLUICE_KINDS = kind(url="/docs/{entity_id}/", escalate={"after_s": 900, "channels": ["email"]})
     conf = sluice_settings()
-    assert conf.inbox == {"max_items": 500, "retention_days": 90, "max_payload_bytes": 2048}
+    assert dataclasses.asdict(conf.inbox) == {"max_items": 500, "retention_days": 90, "max_payload_bytes": 2048}
     assert conf.kinds["doc.changed"].escalate == (900, ("email",))
     assert conf.kinds["doc.changed"].url == "/docs/{entity_id}/"
 

@@ -36,7 +36,7 @@ def test_a_bad_digest_setting_names_its_exact_key(settings, name, value, words):
 
 def test_defaults_group_per_user_with_20_items(settings):
     conf = sluice_settings()
-    assert conf.digest["max_items"] == 20
+    assert conf.digest.max_items == 20
     assert {kind.digest_group for kind in conf.kinds.values()} == {"user"}
 
 

@@ -39,6 +39,8 @@
 -- depth(lists, first): the summed lengths of lists[first..#lists] (pipeline/lua/include/depth.lua)
 --! include wire
 -- read_request, encode_reply, split, decode_plan (include/wire.lua)
+--! include fold_fields
+-- FOLD, SIZE: the fold hash's and the size hash's field names (pipeline/lua/include/fold_fields.lua)
 --! include fold
 -- fold_store(c, k, a, now) -> finish(...) (include/fold.lua)
 --! include bounded

@@ -10,6 +10,8 @@
 -- Returns   the reply, as admit_event.lua's
 --! include wire
 -- read_request, encode_reply, split (include/wire.lua)
+--! include fold_fields
+-- FOLD, SIZE: the fold hash's and the size hash's field names (pipeline/lua/include/fold_fields.lua)
 --! include fold
 -- fold_store(c, k, a, now) -> finish(...) (include/fold.lua)
 local c, k, a = read_request(KEYS, ARGV)

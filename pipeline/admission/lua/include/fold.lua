@@ -6,9 +6,8 @@
 --     a    ARGV by name: payload, entity, member_entity, member_kind, member_user
 --     now  Redis's clock, in seconds
 --   finish returns the reply's fields (a table for encode_reply).
--- The fold store's own data, owned by these scripts (digest/fold_store.py reads it back): a fold hash has n (count),
--- p (latest payload), f and l (first and last seen), k (latest kind), r (why held), z (its bytes), ec and kc
--- (distinct entities and kinds), c:<channel>, e:<entity> and kk:<kind> flags; the size hash has k and b.
+-- The fold's hash and the store's size hash are named by FOLD and SIZE (pipeline/lua/include/fold_fields.lua, which
+-- a script includes before this one); digest/fold_store.py reads them back by the same names.
 local function fold_store(c, k, a, now)
   local grain_keys = {k.fold_entity, k.fold_kind, k.fold_user}
   local members = {a.member_entity, a.member_kind, a.member_user}
@@ -28,7 +27,7 @@ local function fold_store(c, k, a, now)
     end
     local size = #payload
     if not g then
-      local stored = redis.call('HMGET', k.size, 'k', 'b')
+      local stored = redis.call('HMGET', k.size, SIZE.keys, SIZE.bytes)
       local keys_now, bytes_now = tonumber(stored[1]) or 0, tonumber(stored[2]) or 0
       if keys_now < max_k * 0.5 and bytes_now + size < max_b * 0.5 then
         g = 1
@@ -39,41 +38,41 @@ local function fold_store(c, k, a, now)
       else
         return nil
       end
-      redis.call('HINCRBY', k.size, 'k', 1)
+      redis.call('HINCRBY', k.size, SIZE.keys, 1)
     end
     local key, member = grain_keys[g], members[g]
     -- What this event adds to the store's bytes is charged against the bound too, for a key that exists as for a
     -- new one: a bigger payload that does not fit leaves the smaller one in place, and an entity id that does not
     -- fit is counted and not remembered. So the store's bytes never pass max_b.
-    local b = tonumber(redis.call('HGET', k.size, 'b')) or 0
-    local delta = size - redis.call('HSTRLEN', key, 'p')
+    local b = tonumber(redis.call('HGET', k.size, SIZE.bytes)) or 0
+    local delta = size - redis.call('HSTRLEN', key, FOLD.payload)
     local keep_payload = delta > 0 and b + delta > max_b
     if keep_payload then
       delta = 0
     end
     local remember = false
-    if g > 1 and redis.call('HGET', key, 'e:' .. entity) == false then
+    if g > 1 and redis.call('HGET', key, FOLD.entity .. entity) == false then
       -- A coarse fold counts the distinct entities (and kinds) it holds, remembering up to 100 of them.
-      remember = tonumber(redis.call('HINCRBY', key, 'ec', 1)) <= 100 and b + delta + #entity <= max_b
+      remember = tonumber(redis.call('HINCRBY', key, FOLD.entities, 1)) <= 100 and b + delta + #entity <= max_b
     end
-    redis.call('HINCRBY', key, 'n', 1)
+    redis.call('HINCRBY', key, FOLD.count, 1)
     if not keep_payload then
-      redis.call('HSET', key, 'p', payload)
+      redis.call('HSET', key, FOLD.payload, payload)
     end
-    redis.call('HSET', key, 'l', now, 'k', kind, 'r', reason)
-    redis.call('HSETNX', key, 'f', now)
+    redis.call('HSET', key, FOLD.last_seen, now, FOLD.kind, kind, FOLD.reason, reason)
+    redis.call('HSETNX', key, FOLD.first_seen, now)
     for _, channel in ipairs(list) do
-      redis.call('HSET', key, 'c:' .. channel, 1)
+      redis.call('HSET', key, FOLD.channel .. channel, 1)
     end
     if remember then
-      redis.call('HSET', key, 'e:' .. entity, 1)
+      redis.call('HSET', key, FOLD.entity .. entity, 1)
       delta = delta + #entity
     end
-    if g == 3 and redis.call('HSETNX', key, 'kk:' .. kind, 1) == 1 then
-      redis.call('HINCRBY', key, 'kc', 1)
+    if g == 3 and redis.call('HSETNX', key, FOLD.kind_seen .. kind, 1) == 1 then
+      redis.call('HINCRBY', key, FOLD.kinds, 1)
     end
-    redis.call('HINCRBY', key, 'z', delta)
-    redis.call('HINCRBY', k.size, 'b', delta)
+    redis.call('HINCRBY', key, FOLD.bytes, delta)
+    redis.call('HINCRBY', k.size, SIZE.bytes, delta)
     if redis.call('ZSCORE', k.pending, member) then
       redis.call('ZADD', k.pending, 'GT', due, member)  -- held longer, never released earlier
     else
