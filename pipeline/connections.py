@@ -69,6 +69,9 @@ class Route(NamedTuple):
     fold_url: str
     fold_client: object
     elsewhere: bool
+    # What admission computes once per kind on this route (its constants), kept with the route so that a change of
+    # settings, which builds a new route, never serves a stale one.
+    cache: dict
 
 
 _routes = {}
@@ -91,6 +94,7 @@ def route(klass):
         fold_url,
         _client(fold_url).redis,
         not same_redis(fold_url, queue.redis_url),
+        {},
     )
     _routes[klass] = (conf, os.getpid(), built)
     return built

@@ -42,7 +42,7 @@ def admit(event, queue=None, digest=None):
     if event.unknown_user:
         return _unknown_user(event)
     found = route(event.kind.klass)
-    request = _request(event, found, queue or found.queue, digest)
+    request = _request(event, found, queue, digest)
     try:
         reply = durability.run(
             script.get("admit_event"),
@@ -70,7 +70,7 @@ def admit_many(events):
     if not events:
         return []
     found = route(events[0].kind.klass)
-    requests = [_request(event, found, found.queue) for event in events]
+    requests = [_request(event, found) for event in events]
     try:
         replies = durability.run_many(
             script.get("admit_event"),
@@ -115,7 +115,13 @@ class _Request(NamedTuple):
 
 
 def request_constants(event, found, queue=None, digest=None):
-    """The constants of ``event``'s kind as its admission's scripts read them (wire.kind_constants)."""
+    """The constants of ``event``'s kind as its admission's scripts read them (wire.kind_constants), kept on the
+    class's route (one dictionary lookup on the hot path) unless ``queue`` or ``digest`` stand in for its own."""
+    if queue is None and digest is None:
+        cached = found.cache.get((event.kind.name, event.escalation))
+        if cached is None:
+            cached = found.cache[(event.kind.name, event.escalation)] = request_constants(event, found, found.queue)
+        return cached
     digest = digest or sluice_settings().digest
     return wire.kind_constants(
         event.kind,
@@ -129,12 +135,13 @@ def request_constants(event, found, queue=None, digest=None):
     )
 
 
-def _request(event, found, queue, digest=None):
+def _request(event, found, queue=None, digest=None):
     kind = event.kind
     idempotency = event.idempotency
     elsewhere = found.elsewhere
     entity, by_kind, by_user = keys.fold_members(event.user_id, kind.name, event.entity_id, kind.klass)
     constants = request_constants(event, found, queue, digest)
+    queue = queue or found.queue
     request_keys = [
         *wire.request(
             wire.ADMIT_KEYS,

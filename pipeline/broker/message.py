@@ -10,7 +10,6 @@ import json
 import os
 import socket
 import time
-import uuid
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import NamedTuple
@@ -58,21 +57,48 @@ def envelope(
     which hold personal data. ``retries`` and ``eta`` (seconds since the epoch) are for a retry.
     ``channels_header`` (JSON text, or a placeholder admission fills in) restricts the channels it is sent on.
     """
-    body = f"[[],{kwargs_json},{_EMBED}]"
-    return _TEMPLATE % {
-        "body": base64.b64encode(body.encode()).decode(),
+    body = base64.b64encode(f"[[],{kwargs_json},{_EMBED}]".encode()).decode()
+    a, b, c, d, e, f = _runs(task_name, queue, kwargsrepr, retries, eta, channels_header)
+    published = time.time() if published_at is None else float(published_at)
+    # The runs of the template that do not change from one message to the next are joined once per kind of message
+    # (_runs): notify() builds a message a call, and a % of a dozen named fields was a tenth of its own CPU.
+    return "".join(
+        ('{"body":"', body, a, task_id, b, task_id, c, origin(), d, repr(published), e, task_id, f, _tag(), '"}}')
+    )
+
+
+@lru_cache(maxsize=1024)
+def _runs(task_name, queue, kwargsrepr, retries, eta, channels_header):
+    """The constant runs of _TEMPLATE around one kind of message's per-message values (its id, origin, time, tag)."""
+    fields = {
+        "body": "\0",
         "task": _json(task_name),
-        "id": task_id,
+        "id": "\1",
         "kwargsrepr": _json(kwargsrepr),
-        "origin": origin(),
-        "published_at": time.time() if published_at is None else float(published_at),
+        "origin": "\2",
+        "published_at": "\3",
         "retries": retries,
-        # Celery writes the ETA as an ISO 8601 time with its offset, and reads it back the same way.
         "eta": "null" if eta is None else json.dumps(datetime.fromtimestamp(eta, UTC).isoformat()),
         "extra_headers": "" if channels_header is None else f',"{CHANNELS_HEADER}":{channels_header}',
         "queue": _json(queue),
-        "tag": uuid.uuid4(),
+        "tag": "\4",
     }
+    # The template filled with markers, then cut at them: one template to read, however it is assembled.
+    text = _TEMPLATE.replace("%(published_at)r", "%(published_at)s") % fields
+    head, rest = text.split("\0")
+    a, b, middle, last = rest.split("\1")  # the id: the task's, the root's and the correlation's
+    c, rest = middle.split("\2")
+    d, e = rest.split("\3")
+    f, end = last.split("\4")
+    if (head, end) != ('{"body":"', '"}}'):
+        raise ValueError("the message template must begin with its body and end with its delivery tag")
+    return a, b, c, d, e, f
+
+
+def _tag():
+    """A delivery tag: a random UUID's text, as kombu writes one, without uuid4()'s cost."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{h[16:20]}-{h[20:]}"
 
 
 @lru_cache(maxsize=256)
@@ -83,12 +109,19 @@ def _json(text):
 
 def event_kwargs_json(notification_id, kind, user_id, entity_id, payload_json, **extra):
     """A send task's kwargs as a JSON object, splicing in the payload that notify() serialised once."""
-    head = json.dumps(
-        {"notification_id": notification_id, "kind": kind, "user_id": user_id, "entity_id": entity_id, **extra},
-        separators=(",", ":"),
-        ensure_ascii=False,
+    if extra:
+        head = json.dumps(
+            {"notification_id": notification_id, "kind": kind, "user_id": user_id, "entity_id": entity_id, **extra},
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        return f'{head[:-1]},"payload":{payload_json}}}'
+    # notify()'s own: the same text, by parts (a kind's JSON once per kind, an int user id as its digits).
+    user = int.__repr__(user_id) if type(user_id) is int else json.dumps(user_id, ensure_ascii=False)
+    return (
+        f'{{"notification_id":{json.dumps(notification_id)},"kind":{_json(kind)},"user_id":{user},'
+        f'"entity_id":{json.dumps(entity_id, ensure_ascii=False)},"payload":{payload_json}}}'
     )
-    return f'{head[:-1]},"payload":{payload_json}}}'
 
 
 def send_message(klass, task_id, kwargs_json, queue, kind, count=1, **options):
