@@ -1,12 +1,14 @@
-"""Sluice's public API: notify(), notify_on_commit(), Outcome, and the errors notify() raises."""
+"""Sluice's public API: notify(), notify_on_commit(), cancel_scheduled(), Outcome, and the errors notify() raises."""
 
 from .exceptions import (
     InvalidEntityId,
     InvalidIdempotencyKey,
     InvalidPayload,
+    InvalidSchedule,
     NotifyError,
     PayloadTooLarge,
     Rejected,
+    ScheduleFull,
     Unavailable,
     UnknownKind,
     UnknownUser,
@@ -17,13 +19,16 @@ __all__ = [
     "InvalidEntityId",
     "InvalidIdempotencyKey",
     "InvalidPayload",
+    "InvalidSchedule",
     "NotifyError",
     "Outcome",
     "PayloadTooLarge",
     "Rejected",
+    "ScheduleFull",
     "Unavailable",
     "UnknownKind",
     "UnknownUser",
+    "cancel_scheduled",
     "notify",
     "notify_on_commit",
 ]
@@ -35,4 +40,8 @@ def __getattr__(name):
         from . import api
 
         return getattr(api, name)
+    if name == "cancel_scheduled":
+        from .scheduling import api as scheduling
+
+        return scheduling.cancel_scheduled
     raise AttributeError(name)

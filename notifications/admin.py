@@ -8,6 +8,7 @@ from notifications.delivery import deadletter_admin, provider_admin
 from notifications.inbox import admin as inbox_admin
 from notifications.ingest import admin as ingest_admin
 from notifications.preferences.admin import NotificationSettingsInline, PreferenceInline
+from notifications.scheduling import admin as scheduling_admin
 
 from .beat_admin import GuardedPeriodicTaskAdmin
 
@@ -20,4 +21,5 @@ __all__ = [
     "inbox_admin",
     "ingest_admin",
     "provider_admin",
+    "scheduling_admin",
 ]

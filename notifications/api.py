@@ -1,4 +1,4 @@
-"""notify() and notify_on_commit(): validate an event completely, then publish it or raise."""
+"""notify() and notify_on_commit(): validate an event completely, then publish it (or schedule it) or raise."""
 
 import json
 import os
@@ -12,9 +12,17 @@ from pipeline.admission.event import Event
 from pipeline.conf import sluice_settings
 from pipeline.redis import keys
 
-from .exceptions import InvalidEntityId, InvalidIdempotencyKey, InvalidPayload, PayloadTooLarge, UnknownUser
+from .exceptions import (
+    InvalidEntityId,
+    InvalidIdempotencyKey,
+    InvalidPayload,
+    InvalidSchedule,
+    PayloadTooLarge,
+    UnknownUser,
+)
 from .kinds import get_kind
-from .policy import publish, publish_event
+from .policy import publish, publish_event, publish_scheduled
+from .scheduling.api import check_key, send_at_of
 
 # Far deeper than any notification needs, and far below the interpreter's recursion limit (1000).
 MAX_PAYLOAD_DEPTH = 64
@@ -24,7 +32,7 @@ MAX_IDEMPOTENCY_KEY_LENGTH = 255
 NOTIFY_SCOPE = "notify"
 
 
-def notify(user, kind, *, entity_id, payload=None, idempotency_key=None):
+def notify(user, kind, *, entity_id, payload=None, idempotency_key=None, send_at=None, key=None):
     """Send a notification of ``kind`` about ``entity_id`` to ``user`` (a User or its pk).
 
     Returns an Outcome: ACCEPTED (queued), or, when the class queue is full, FOLDED (routine, into the
@@ -36,32 +44,62 @@ def notify(user, kind, *, entity_id, payload=None, idempotency_key=None):
     With ``idempotency_key`` (a string of 1-255 characters, no control characters), a second call with the
     same key within SLUICE_IDEMPOTENCY_TTL_S returns the first call's Outcome and publishes nothing. A call that
     raised (Rejected, Unavailable, bad input) recorded nothing: its retry is decided afresh.
+
+    With ``send_at`` (an aware datetime, or Unix seconds; at most SLUICE_SCHEDULE["horizon_days"] ahead), nothing
+    is published now: it returns SCHEDULED, and the send goes out at its time (notifications.scheduling), decided then
+    by the user's choices of that time. The same user, kind, entity and ``key`` again moves it; cancel_scheduled()
+    cancels it. A critical kind's send finds room in its pool's rate when it is scheduled, or raises Rejected now.
     """
-    return publish_event(_validate(user, kind, entity_id, payload, idempotency_key, NOTIFY_SCOPE))
+    event = _validate(user, kind, entity_id, payload, idempotency_key, NOTIFY_SCOPE)
+    if send_at is None:
+        _no_key_without_time(key)
+        return publish_event(event)
+    return publish_scheduled(event, send_at_of(send_at), check_key(key)).outcome
 
 
-def notify_on_commit(user, kind, *, entity_id, payload=None, using=None, idempotency_key=None):
-    """Validate now, and publish only if the surrounding transaction commits.
+def notify_on_commit(user, kind, *, entity_id, payload=None, using=None, idempotency_key=None, send_at=None, key=None):
+    """Validate now, and publish (or schedule, with ``send_at``) only if the surrounding transaction commits.
 
     Validation errors raise here. A Rejected at commit time propagates from the commit, so the
     caller still sees it. ``idempotency_key`` is notify()'s, in the same scope.
     """
     event = _validate(user, kind, entity_id, payload, idempotency_key, NOTIFY_SCOPE)
-    transaction.on_commit(lambda: publish_event(event), using=using)
+    if send_at is None:
+        _no_key_without_time(key)
+        transaction.on_commit(lambda: publish_event(event), using=using)
+        return
+    when, key = send_at_of(send_at), check_key(key)
+    transaction.on_commit(lambda: publish_scheduled(event, when, key), using=using)
 
 
-def notify_in_scope(scope, user, kind, *, entity_id, payload=None, idempotency_key=None):
+def notify_in_scope(scope, user, kind, *, entity_id, payload=None, idempotency_key=None, send_at=None, key=None):
     """notify() for a caller with idempotency keys of its own (ingest: one scope per service); return the
-    policy's Published: the Outcome, and whether it was a recorded one replayed."""
-    return publish(_validate(user, kind, entity_id, payload, idempotency_key, scope))
+    policy's Published: the Outcome, and whether it was a recorded one replayed (for a scheduled send, the
+    scheduling's Scheduled: moved, previous_sent)."""
+    event = _validate(user, kind, entity_id, payload, idempotency_key, scope)
+    if send_at is None:
+        _no_key_without_time(key)
+        return publish(event)
+    return publish_scheduled(event, send_at_of(send_at), check_key(key))
 
 
-def answer_unknown_user(scope, kind, *, entity_id, payload=None, idempotency_key=None):
+def _no_key_without_time(key):
+    if key is not None:
+        raise InvalidSchedule("key names a scheduled send: it needs send_at")
+
+
+def answer_unknown_user(scope, kind, *, entity_id, payload=None, idempotency_key=None, send_at=None, key=None):
     """What notify_in_scope() comes to for a user id that does not exist, for a caller who may not learn so (ingest,
     a token without reveal): the event checked as any other, nothing published, and its idempotency key recorded
     and replayed exactly as a real user's event records it, in one round trip to the class's Redis whether it has a
     key or not. Return the policy's Published (ACCEPTED, or the recorded outcome replayed)."""
     event = _validate(None, kind, entity_id, payload, idempotency_key, scope, unknown_user=True)
+    if send_at is not None:
+        # Refused as a real user's would be; nothing is scheduled.
+        send_at_of(send_at)
+        check_key(key)
+    else:
+        _no_key_without_time(key)
     return publish(event)
 
 

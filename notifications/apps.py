@@ -22,9 +22,13 @@ class NotificationsConfig(AppConfig):
         from notifications.delivery import tasks, tracking  # noqa: F401
         from notifications.delivery.tracking_checks import check_tracking_webhooks
         from notifications.inbox import tasks as inbox_tasks  # noqa: F401
+        from notifications.scheduling import runner as scheduling
+        from pipeline.beat import beat_ready
 
         register(check_tracking_webhooks)
 
         flush_started.connect(preferences.rebuild_mirror, dispatch_uid="sluice.preferences.rebuild_mirror")
+        # Sluice's beat runs the scheduled sends' movers: one thread a class, under a lease per class.
+        beat_ready.connect(scheduling.start, dispatch_uid="sluice.scheduling.movers")
         # anymail's webhooks (notifications.urls) report delivery, bounces and complaints through this signal.
         anymail_tracking.connect(tracking.on_tracking, dispatch_uid="sluice.delivery.tracking")

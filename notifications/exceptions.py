@@ -6,10 +6,12 @@ __all__ = [
     "InvalidEntityId",
     "InvalidIdempotencyKey",
     "InvalidPayload",
+    "InvalidSchedule",
     "NotifyError",
     "PayloadTooLarge",
     "QueueCeilingReached",
     "Rejected",
+    "ScheduleFull",
     "Unavailable",
     "UnknownKind",
     "UnknownUser",
@@ -44,12 +46,24 @@ class InvalidIdempotencyKey(NotifyError):
     """The idempotency key is not a string, is empty or over 255 characters, or holds control characters."""
 
 
-class Rejected(Exception):
-    """A critical event found its queue full for the whole wait budget. Nothing was published.
+class InvalidSchedule(NotifyError):
+    """A scheduled send's ``send_at`` is not an aware datetime or Unix seconds, is in the past, or is further ahead
+    than SLUICE_SCHEDULE["horizon_days"]; or its ``key`` is not a short plain string."""
 
-    ``retry_after`` is a hint in seconds: how long the queue needs to free room.
+
+class ScheduleFull(NotifyError):
+    """The user has SLUICE_SCHEDULE["max_per_user"] sends scheduled already."""
+
+
+class Rejected(Exception):
+    """A critical event found its queue full for the whole wait budget, or a scheduled critical send found no room in
+    its window of its pool's rate. Nothing was published, nothing scheduled.
+
+    ``retry_after`` is a hint in seconds: how long the queue needs to free room. For a scheduled send,
+    ``available_at`` is the earliest second (Unix) at or after its window's start that has room, or None.
     """
 
-    def __init__(self, message, retry_after):
+    def __init__(self, message, retry_after, available_at=None):
         super().__init__(message)
         self.retry_after = retry_after
+        self.available_at = available_at

@@ -4,6 +4,7 @@ from notifications.delivery.models import DeadLetter, Delivery, DeliveryStatus, 
 from notifications.inbox.models import InboxItem
 from notifications.ingest.models import IngestToken
 from notifications.preferences.models import NotificationSettings, Preference
+from notifications.scheduling.models import ScheduledSend
 
 __all__ = [
     "DeadLetter",
@@ -14,5 +15,6 @@ __all__ = [
     "NotificationSettings",
     "Preference",
     "Provider",
+    "ScheduledSend",
     "Suppression",
 ]

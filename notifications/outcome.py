@@ -11,6 +11,7 @@ class Outcome(StrEnum):
     COLLAPSED = "collapsed"  # background: only the latest state per key is kept
     DEFERRED = "deferred"  # a user who chose instant delivery, queue full: waits in the overflow for room
     SUPPRESSED = "suppressed"  # the user turned every channel of this kind off: counted, not sent
+    SCHEDULED = "scheduled"  # sent later, at its send_at (notifications.scheduling): nothing published yet
 
     def __str__(self):
         return self.value

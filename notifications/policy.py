@@ -9,6 +9,7 @@ stays here is what the face does with the answer: wait for room, refuse loudly, 
 
 import logging
 import time
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from kombu.exceptions import OperationalError
@@ -27,6 +28,7 @@ from pipeline.redis.addresses import describe
 
 from .exceptions import QueueCeilingReached, Rejected, Unavailable
 from .outcome import Outcome
+from .scheduling import api as scheduling
 
 logger = logging.getLogger("sluice.admission")
 
@@ -57,36 +59,50 @@ def publish(event):
     """Admit ``event``; return its Published (the Outcome, and whether it was replayed), or raise Rejected or
     Unavailable."""
     queue = sluice_settings().queues[event.kind.klass]
-    try:
+    with _unavailable(event.kind.klass):
         return decide(event, queue)
+
+
+def publish_scheduled(event, send_at, key):
+    """Schedule ``event`` for ``send_at`` (notifications.scheduling); return its Scheduled (SCHEDULED, moved,
+    previous_sent), or raise Rejected, ScheduleFull or Unavailable."""
+    with _unavailable(event.kind.klass):
+        return scheduling.schedule(event, send_at, key)
+
+
+@contextmanager
+def _unavailable(klass):
+    """Redis unreachable, full, read-only or not confirming: Unavailable, naming the Redis and why."""
+    try:
+        yield
     except WaitRefused as exc:
         # Not an outage but a setting (logged once per process by pipeline.durability): the same refusal comes back
         # until the ACL user may run WAIT. A retry with the same idempotency key is then answered, not sent again.
         count_unconfirmed(exc)
         raise Unavailable(
-            f"Redis at {_where(event.kind.klass, exc)} refused WAIT ({exc.reason}): the {exc.step} may be on the "
+            f"Redis at {_where(klass, exc)} refused WAIT ({exc.reason}): the {exc.step} may be on the "
             "primary but is not confirmed by its replicas; its user needs +wait (docs/redis.md); retry"
         ) from exc
     except NotReplicated as exc:
         # A replicated class: admitted on the primary, maybe, but not confirmed durable; a failover could lose it.
         count_unconfirmed(exc)
-        where = _where(event.kind.klass, exc)
+        where = _where(klass, exc)
         raise Unavailable(
             f"Redis at {where}: the {exc.step} was not confirmed by {exc.replicas} replica(s) within {exc.timeout_ms} "
             f"ms ({exc.confirmed} confirmed); it may be on the primary but is not durable; retry"
         ) from exc
     except OutOfMemoryError as exc:
         # Redis at its maxmemory under noeviction: full, not broken; the caller retries later (ingest: 503).
-        raise Unavailable(f"Redis at {_where(event.kind.klass, exc)} is out of memory; retry later") from exc
+        raise Unavailable(f"Redis at {_where(klass, exc)} is out of memory; retry later") from exc
     except (RedisConnectionError, RedisTimeoutError, OperationalError, ReadOnlyError) as exc:
         # ReadOnlyError: a replica (a primary demoted by a failover, before the client asked the sentinels again).
-        where = _where(event.kind.klass, exc)
+        where = _where(klass, exc)
         raise Unavailable(f"Redis at {where} is unavailable ({type(exc).__name__}: {exc}); retry later") from exc
     except ResponseError as exc:
         if not str(exc).startswith(NO_REPLICAS):
             raise
         # A primary that lost its replicas (min-replicas-to-write): it refuses writes that a failover could lose.
-        where = _where(event.kind.klass, exc)
+        where = _where(klass, exc)
         raise Unavailable(f"Redis at {where} has too few replicas to accept writes ({exc}); retry later") from exc
 
 

@@ -9,12 +9,15 @@ from notifications.delivery.callbacks import provider_status
 from notifications.delivery.esp_webhooks import esp_tracking
 from notifications.preferences.views import preferences_view
 
+from .ingest.cancel import cancel
 from .ingest.views import ingest
 
 app_name = "sluice"
 
 urlpatterns = [
     path("notifications/", ingest, name="ingest"),
+    # A service's scheduled sends of one kind and entity, cancelled (notifications.ingest.cancel).
+    path("notifications/cancel/", cancel, name="ingest_cancel"),
     path("preferences/", preferences_view, name="preferences"),
     # The signed-in user's inbox: list, unread count, mark read, archive (notifications.inbox.views).
     path("inbox/", include("notifications.inbox.urls")),

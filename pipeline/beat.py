@@ -5,9 +5,14 @@ flush and the overflow drain, published to Sluice's Redis); a host's own beat mu
 it would publish them to the host's broker, where no Sluice worker listens.
 """
 
+from django.dispatch import Signal
 from django_celery_beat.schedulers import DatabaseScheduler
 
 SLUICE_TASKS = "sluice."
+
+#: Sent as Sluice's beat service starts (Celery's beat_init for Sluice's app, pipeline.celery): the scheduled sends'
+#: movers start in this process (notifications.scheduling.runner). The engine cannot import the face: the face listens.
+beat_ready = Signal()
 
 
 class SluiceScheduler(DatabaseScheduler):

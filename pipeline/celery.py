@@ -23,7 +23,7 @@ import kombu
 from celery import Celery
 from celery.app.amqp import AMQP as CeleryAMQP
 from celery.local import PromiseProxy
-from celery.signals import before_task_publish, celeryd_init, import_modules
+from celery.signals import beat_init, before_task_publish, celeryd_init, import_modules
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from kombu.utils.url import maybe_sanitize_url
@@ -247,6 +247,7 @@ def _build():
 
     # Connected once, here: a process that never builds Sluice's app has none of Sluice's receivers.
     celeryd_init.connect(_broker_of_its_queues, dispatch_uid="sluice.celery.broker_of_its_queues")
+    beat_init.connect(_beat_started, dispatch_uid="sluice.celery.beat_started")
     before_task_publish.connect(stamp_published_at, dispatch_uid="sluice.signals.published_at")
     _app = app
 
@@ -300,6 +301,15 @@ def _broker_of_its_queues(sender=None, instance=None, conf=None, options=None, *
             f"this worker's broker is {maybe_sanitize_url(actual)}, but its queues' events are published to "
             f"{addresses.describe(found[0])} (SLUICE_QUEUES[class]['redis_url']): drop the --broker option"
         )
+
+
+def _beat_started(sender=None, **kwargs):
+    """Sluice's beat service started (not a host's, nor a scheduler made by a test or a tool): say so."""
+    if _app is None or getattr(sender, "app", None) is not _app:
+        return
+    from pipeline.beat import beat_ready
+
+    beat_ready.send(sender=type(sender))
 
 
 def _refuse(problem):

@@ -56,6 +56,27 @@ def duration_fields(channel, klass, seconds):
     return f"{base}:le:{le}", f"{base}:sum", f"{base}:count"
 
 
+#: How late a scheduled send went out after its send_at, in seconds (an early one, within its kind's window, is 0).
+LATENESS_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, float("inf"))
+
+
+def lateness_fields(klass, seconds):
+    """The bucket, sum and count fields of sluice_scheduled_lateness_seconds{class} for one scheduled send."""
+    le = LATENESS_BUCKETS[bisect.bisect_left(LATENESS_BUCKETS, seconds)]
+    base = f"scheduled_lateness:{klass}"
+    return f"{base}:le:{le}", f"{base}:sum", f"{base}:count"
+
+
+#: What became of scheduled sends: scheduled, moved (scheduled again), cancelled, published by the mover, expired
+#: (past their kind's expiry when published: the send dead-letters them), or rejected (no room in their window).
+SCHEDULED_RESULTS = ("scheduled", "moved", "cancelled", "published", "expired", "rejected")
+
+
+def scheduled_field(klass, result):
+    """sluice_scheduled_total{class, result}."""
+    return f"scheduled:{klass}:{result}"
+
+
 def digest_published_field(klass):
     """Digest messages of a class that flushes published: with accepted events, what arrived at its queue."""
     return f"digest:{klass}:published"

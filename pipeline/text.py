@@ -29,6 +29,7 @@ LOGGERS = (
     "sluice.metrics",
     "sluice.preferences",
     "sluice.providers",
+    "sluice.scheduling",
     "sluice.send",
     "sluice.tracking",
 )

@@ -31,10 +31,9 @@ from pipeline.admission.event import Event
 from pipeline.admission.runner import admit_many
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.connections import class_redis
+from pipeline.connections import script as engine_scripts
 from pipeline.errors import NotReplicated
 from pipeline.redis import keys
-
-from .unread import script
 
 logger = logging.getLogger("sluice.inbox")
 
@@ -91,7 +90,7 @@ def drain_class(klass, lease_s=LEASE_S, batch=None, now=None, step=None):
     totals = {"sent": 0, "cancelled": 0, "waiting": 0}
     # At least one batch a step, however small its budget: every step makes progress.
     while True:
-        taken = script("claim_escalations", on=client)(
+        taken = engine_scripts("claim_due", on=client)(
             keys=[keys.inbox_escalations(klass), keys.inbox_escalating(klass)],
             args=[now or time.time(), lease_s, batch or BATCH],
         )

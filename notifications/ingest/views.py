@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import traceback
+from datetime import UTC, datetime
 
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -25,7 +26,7 @@ from .ratelimit import take
 logger = logging.getLogger("sluice.ingest")
 
 REQUIRED = ("user", "kind", "entity_id")
-FIELDS = (*REQUIRED, "payload")
+FIELDS = (*REQUIRED, "payload", "send_at", "key")
 # Room in the body for the other fields, and for a client's \uXXXX escapes, which can double the payload's
 # size against the UTF-8 JSON that SLUICE_MAX_PAYLOAD_BYTES measures. notify() then checks the payload exactly.
 BODY_MARGIN_BYTES = 4096
@@ -42,6 +43,8 @@ NOTIFY_ERRORS = (
     (exceptions.UnknownKind, 400, "unknown_kind"),
     (exceptions.UnknownUser, 400, "unknown_user"),
     (exceptions.InvalidEntityId, 400, "invalid_entity_id"),
+    (exceptions.InvalidSchedule, 400, "invalid_schedule"),
+    (exceptions.ScheduleFull, 409, "schedule_full"),
     (exceptions.NotifyError, 400, "invalid_notification"),
 )
 # Redis at its memory limit (noeviction), a replica that became read-only, or one still loading its data set
@@ -59,11 +62,12 @@ OUTAGES = (
 
 
 class Refusal(Exception):
-    """An answer other than 202: status, error code, a detail for the client, and extra headers."""
+    """An answer other than 202: status, error code, a detail for the client, extra headers and body fields."""
 
-    def __init__(self, status, code, detail, headers=None):
+    def __init__(self, status, code, detail, headers=None, extra=None):
         super().__init__(detail)
         self.status, self.code, self.detail, self.headers = status, code, detail, headers or {}
+        self.extra = extra or {}
 
 
 def body_limit():
@@ -76,7 +80,7 @@ def ingest(request):
     """Publish one notification for another service; see docs/ingest.md."""
     from notifications.api import answer_unknown_user, notify_in_scope
 
-    token = None
+    token = event = None
     try:
         if request.method != "POST":
             raise Refusal(405, "method_not_allowed", "use POST", {"Allow": "POST"})
@@ -89,6 +93,7 @@ def ingest(request):
             entity_id=_namespaced(token, event["entity_id"]),
             payload=event.get("payload"),
             idempotency_key=idempotency_key,
+            **_schedule_fields(event),
         )
         try:
             published = notify_in_scope(idempotency_scope(token), event["user"], event["kind"], **fields)
@@ -107,6 +112,10 @@ def ingest(request):
         status, code = next((s, c) for cls, s, c in NOTIFY_ERRORS if isinstance(exc, cls))
         return _refuse(token, Refusal(status, code, str(exc)))
     except exceptions.Rejected as exc:
+        if exc.available_at is not None or "send_at" in (event or {}):
+            # A scheduled send with no room in its window: retrying the same request would find none either.
+            body = {"available_at": _rfc3339(exc.available_at)} if exc.available_at else {}
+            return _refuse(token, Refusal(409, "rejected", str(exc), extra=body))
         headers = {"Retry-After": str(_seconds(exc.retry_after))}
         return _refuse(token, Refusal(503, "rejected", str(exc), headers))
     except OUTAGES:
@@ -122,7 +131,10 @@ def ingest(request):
         )
         return _json(500, {"error": "internal", "detail": "internal error; it has been logged"})
     # A replay's answer is made from the recorded outcome exactly as the first call's was: the same status and body.
-    response = _json(202, {"outcome": str(published.outcome) if token.reveal_details else "accepted"})
+    answer = {"outcome": str(published.outcome) if token.reveal_details else "accepted"}
+    if token.reveal_details and getattr(published, "due_at", None) is not None:
+        answer.update(moved=published.moved, previous_sent=published.previous_sent, due_at=_rfc3339(published.due_at))
+    response = _json(202, answer)
     if published.replayed:
         response[REPLAYED_HEADER] = "true"
     return response
@@ -183,6 +195,28 @@ def _namespaced(token, entity_id):
     return namespaced
 
 
+def _schedule_fields(event):
+    """notify()'s send_at and key from the body: send_at an RFC 3339 time with its offset ("2026-12-03T09:50:00Z")."""
+    fields = {}
+    if "key" in event:
+        fields["key"] = event["key"]
+    if "send_at" in event:
+        raw = event["send_at"]
+        try:
+            when = datetime.fromisoformat(raw) if isinstance(raw, str) else None
+        except ValueError:
+            when = None
+        if when is None or when.tzinfo is None:
+            detail = f"send_at must be an RFC 3339 time with its offset, got {_short(repr(raw))}"
+            raise exceptions.InvalidSchedule(detail)
+        fields["send_at"] = when
+    return fields
+
+
+def _rfc3339(seconds):
+    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
+
+
 def _well_formed_pk(user):
     return isinstance(user, (int, str)) and not isinstance(user, bool)
 
@@ -203,6 +237,18 @@ def _rate_limit(token):
 
 
 def _read_event(request):
+    data = _read_json(request)
+    missing = [f for f in REQUIRED if f not in data]
+    if missing:
+        raise Refusal(400, "invalid_request", f"missing field(s): {', '.join(missing)}")
+    unknown = sorted(repr(f) for f in data if f not in FIELDS)
+    if unknown:
+        raise Refusal(400, "invalid_request", _short(f"unknown field(s) {', '.join(unknown)}; the fields are {FIELDS}"))
+    return data
+
+
+def _read_json(request):
+    """The request's body: a JSON object, read within body_limit(); a Refusal naming what is wrong otherwise."""
     if request.content_type != "application/json":
         raise Refusal(415, "unsupported_media_type", "the body must be JSON, sent as Content-Type: application/json")
     if request.content_params.get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
@@ -223,12 +269,6 @@ def _read_event(request):
     data = _parse(body)
     if not isinstance(data, dict):
         raise Refusal(400, "invalid_request", f"the body must be a JSON object, got {_json_type(data)}")
-    missing = [f for f in REQUIRED if f not in data]
-    if missing:
-        raise Refusal(400, "invalid_request", f"missing field(s): {', '.join(missing)}")
-    unknown = sorted(repr(f) for f in data if f not in FIELDS)
-    if unknown:
-        raise Refusal(400, "invalid_request", _short(f"unknown field(s) {', '.join(unknown)}; the fields are {FIELDS}"))
     return data
 
 
@@ -262,7 +302,7 @@ def _log_refusal(token, code, level):
 
 def _refuse(token, refusal):
     _log_refusal(token, refusal.code, logging.WARNING if refusal.status >= 500 else logging.INFO)
-    response = _json(refusal.status, {"error": refusal.code, "detail": _short(refusal.detail)})
+    response = _json(refusal.status, {"error": refusal.code, "detail": _short(refusal.detail), **refusal.extra})
     for header, value in refusal.headers.items():
         response[header] = value
     return response

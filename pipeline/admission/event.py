@@ -32,16 +32,23 @@ class Event:
     escalation: tuple | None = None
     # How long its idempotency key is kept; None: SLUICE_IDEMPOTENCY_TTL_S.
     idempotency_ttl_s: int | None = None
+    # A scheduled send's time (Unix seconds): its kind's expiry counts from it, and its send measures its lateness.
+    send_at: float | None = None
 
 
 def message_of(event, queue_name):
     """The Celery message that sends ``event`` from ``queue_name``, with wire.CHANNELS_PLACEHOLDER where
     the channels header goes (only the Lua fills it in). The one builder of an admitted event's message: a kind that
-    expires carries its deadline, so that retries and replays keep the event's own."""
+    expires carries its deadline (counted from its send_at, for a scheduled send), so that retries and replays keep
+    the event's own."""
     kind = event.kind
-    extra = {"expires_at": round(time.time() + kind.expires_after_s, 3)} if kind.expires_after_s else {}
+    extra = {}
+    if kind.expires_after_s:
+        extra["expires_at"] = round((event.send_at or time.time()) + kind.expires_after_s, 3)
     if event.count != 1:
         extra["count"] = event.count
+    if event.send_at is not None:
+        extra["send_at"] = event.send_at
     kwargs = event_kwargs_json(
         event.notification_id, kind.name, event.user_id, event.entity_id, event.payload_json, **extra
     )

@@ -23,3 +23,13 @@ def record_key(klass, idempotency, outcome, ttl_s):
         step="admission",
     )
     return found.decode() if isinstance(found, bytes) else found
+
+
+def forget_key(klass, idempotency):
+    """Drop a key recorded for a call that then failed, so that its retry is decided afresh (best effort)."""
+    from redis.exceptions import RedisError
+
+    try:
+        route(klass).client.delete(idempotency)
+    except RedisError:
+        pass  # the key's own expiry ends it; a retry within it is told the recorded outcome

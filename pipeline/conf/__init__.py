@@ -13,6 +13,7 @@ from pipeline.conf import channels as conf_channels
 from pipeline.conf import digest as conf_digest
 from pipeline.conf import inbox as conf_inbox
 from pipeline.conf import kinds as conf_kinds
+from pipeline.conf import schedule as conf_schedule
 from pipeline.conf.kinds import CLASSES
 from pipeline.conf.providers import BreakerConfig, ProviderConfig  # noqa: F401 - the resolver's types
 from pipeline.conf.validate import flag as _flag
@@ -100,6 +101,8 @@ class SluiceSettings:
     inbox: object = field(default_factory=lambda: conf_inbox.inbox({}))  # an InboxConfig
     # How long a caller's idempotency key is remembered with the outcome of its first call.
     idempotency_ttl_s: int = DEFAULT_IDEMPOTENCY_TTL_S
+    # SLUICE_SCHEDULE: scheduled sends (pipeline.conf.schedule).
+    schedule: object = field(default_factory=lambda: conf_schedule.schedule({}))
 
 
 def _queues(raw, default_url):
@@ -214,6 +217,7 @@ def sluice_settings():
         idempotency_ttl_s=_positive_int(
             getattr(settings, "SLUICE_IDEMPOTENCY_TTL_S", DEFAULT_IDEMPOTENCY_TTL_S), "SLUICE_IDEMPOTENCY_TTL_S"
         ),
+        schedule=conf_schedule.schedule(getattr(settings, "SLUICE_SCHEDULE", {})),
     )
 
 

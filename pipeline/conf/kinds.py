@@ -52,6 +52,9 @@ class Kind:
     # (after_s, channels) when an inbox item still unread after after_s is sent on those channels once
     # (notifications.inbox.escalation).
     escalate: tuple | None = None
+    # How much earlier than its send_at a scheduled send of this kind may go out (notifications.scheduling): a
+    # critical kind's reservation looks for room in that window.
+    schedule_window_s: int = 0
 
 
 def kinds(raw, channels):
@@ -92,6 +95,7 @@ def kinds(raw, channels):
             digest_group=_digest_group(conf.get("digest_group", "user"), setting),
             url=_url_template(conf.get("url", ""), setting),
             escalate=conf_inbox.escalate(conf.get("escalate"), f"{setting}['escalate']", names, channels),
+            schedule_window_s=schedule_window(conf.get("schedule_window_s", 0), f"{setting}['schedule_window_s']"),
         )
     return kinds
 
@@ -109,9 +113,23 @@ KIND_KEYS = {
     "digest_group",
     "url",
     "escalate",
+    "schedule_window_s",
 }
 
 DIGEST_GROUPS = ("user", "kind", "entity")
+# A kind's schedule_window_s at most: a critical kind's reservation looks at this many seconds for room.
+MAX_WINDOW_S = 3600
+
+
+def schedule_window(value, setting):
+    """A kind's ``schedule_window_s``: how much earlier than its send_at a scheduled send may go out, 0 to
+    MAX_WINDOW_S."""
+    found = _positive_int(value, setting, minimum=0)
+    if found > MAX_WINDOW_S:
+        raise ImproperlyConfigured(f"{setting} must be at most {MAX_WINDOW_S}, got {value!r}")
+    return found
+
+
 # The fields a kind's url template may name: {entity_id}, {kind}, or a top-level payload field.
 URL_FIELD = re.compile(r"\{([^{}]*)\}")
 # The scheme and authority of a URL template: "https://host:port", or a scheme-relative "//host" (browsers read

@@ -11,6 +11,10 @@
 -- ARGV[7]  the send's duration, seconds
 -- ARGV[8]  the mark's field (pipeline.broker.marks.field)
 -- ARGV[9]  one more counter field to add one to ("" for none): the message's processed count
+-- ARGV[10] histogram bucket field of sluice_scheduled_lateness_seconds ("" when it was not a scheduled send)
+-- ARGV[11] its sum field
+-- ARGV[12] its count field
+-- ARGV[13] the scheduled send's lateness: seconds between its send_at and its send (0 when early)
 if ARGV[1] ~= '' then
   redis.call('HSET', KEYS[3], ARGV[8], 1)
   redis.call('EXPIREAT', KEYS[3], tonumber(ARGV[2]))
@@ -24,5 +28,10 @@ if ARGV[4] ~= '' then
 end
 if ARGV[9] and ARGV[9] ~= '' then
   redis.call('HINCRBY', KEYS[2], ARGV[9], 1)
+end
+if ARGV[10] and ARGV[10] ~= '' then
+  redis.call('HINCRBY', KEYS[2], ARGV[10], 1)
+  redis.call('HINCRBYFLOAT', KEYS[2], ARGV[11], ARGV[13])
+  redis.call('HINCRBY', KEYS[2], ARGV[12], 1)
 end
 return 1

@@ -43,7 +43,7 @@ from pipeline.metrics import (
     notifications_field,
     read_counters,
 )
-from pipeline.observe import housekeeping_metrics, inbox_metrics, provider_metrics
+from pipeline.observe import housekeeping_metrics, inbox_metrics, provider_metrics, schedule_metrics
 from pipeline.observe.latency import oldest_ages
 from pipeline.observe.window import class_of, sample, window
 from pipeline.redis import keys
@@ -123,6 +123,7 @@ class SluiceCollector:
         yield from inbox_metrics.collect(counters)
         yield from inbox_metrics.due(now)
         yield from housekeeping_metrics.collect(counters, now)
+        yield from schedule_metrics.collect(counters, now)
 
     def _counters(self, counters):
         notifications = CounterMetricFamily(

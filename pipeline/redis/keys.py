@@ -297,3 +297,30 @@ def housekeeping_state():
     """Hash of when each housekeeping task last ran a step and last caught up (fields "<task>:<scope>:<when>"), which
     the exporter turns into how far behind it is."""
     return f"{PREFIX}:housekeeping"
+
+
+def scheduled_due(klass):
+    """Zset of a class's scheduled sends staged for the mover (notifications.scheduling): row id -> when it is due
+    (its reserved second, for a class that reserves)."""
+    return f"{PREFIX}:sched:due:{klass}"
+
+
+def scheduled_claimed(klass):
+    """Zset of the scheduled sends a mover took: row id -> when its lease runs out (another mover takes it then)."""
+    return f"{PREFIX}:sched:claimed:{klass}"
+
+
+def scheduled_slots(klass):
+    """Hash of a class's reservations: second (Unix) -> scheduled sends reserved in it."""
+    return f"{PREFIX}:sched:slots:{klass}"
+
+
+def scheduled_seconds(klass):
+    """Zset of the seconds that hold reservations (second -> second), to read a range of them."""
+    return f"{PREFIX}:sched:seconds:{klass}"
+
+
+def scheduled_staged(klass):
+    """Until when a class's scheduled sends are staged in Redis (Unix seconds); gone with a Redis that lost its data,
+    which makes the mover stage them all again from the database."""
+    return f"{PREFIX}:sched:staged:{klass}"

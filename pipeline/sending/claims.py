@@ -85,9 +85,10 @@ def _answer(message, state, left_ms):
     return True
 
 
-def record_end(message, status, seconds=None, also_count=""):
+def record_end(message, status, seconds=None, also_count="", lateness=None):
     """End a claimed send: mark it sent (or drop the claim so a retry may send) and count it, with one more
-    counter field ``also_count`` in the same round trip. True when it was recorded."""
+    counter field ``also_count`` and, for a scheduled send, its ``lateness`` in the same round trip. True when it was
+    recorded."""
     mark = marks.field(message.id, message.channel)
     try:
         mark_key, expire_at = marks.write_target(mark)
@@ -99,6 +100,7 @@ def record_end(message, status, seconds=None, also_count=""):
             seconds,
             (mark_key, mark, expire_at),
             also_count=also_count,
+            lateness=lateness,
         )
         return True
     except RedisError as exc:
@@ -108,10 +110,11 @@ def record_end(message, status, seconds=None, also_count=""):
         return False
 
 
-def finish_send(claim_key, channel, klass, status, seconds=None, mark=None, also_count=""):
+def finish_send(claim_key, channel, klass, status, seconds=None, mark=None, also_count="", lateness=None):
     """End a send: drop its claim, write its "sent" mark when ``status`` keeps one ("sent", "rejected"), and count
     it. ``mark`` is (hash key, field, hash expiry in Unix seconds), from pipeline.broker.marks; ``also_count`` is one
-    more counter field to add one to (the message's processed count), saving a round trip.
+    more counter field to add one to (the message's processed count), saving a round trip; ``lateness`` (seconds
+    past a scheduled send's send_at) goes into sluice_scheduled_lateness_seconds.
 
     A replicated class WAITs for its replicas in the same round trip; when they do not confirm, the end is counted
     and logged, never failed: the send went out, and a lost mark can only send it again after a failover, never
@@ -123,6 +126,9 @@ def finish_send(claim_key, channel, klass, status, seconds=None, mark=None, also
     bucket = total = count = ""
     if seconds is not None:
         bucket, total, count = metrics.duration_fields(channel, klass, seconds)
+    late = ("", "", "", 0)
+    if lateness is not None:
+        late = (*metrics.lateness_fields(klass, max(0.0, lateness)), max(0.0, lateness))
     found = route(klass)
     try:
         durability.run(
@@ -135,6 +141,7 @@ def finish_send(claim_key, channel, klass, status, seconds=None, mark=None, also
                 *(bucket, total, count, seconds or 0),
                 mark_field,
                 also_count,
+                *late,
             ],
             client=found.client,
             queue=found.queue,

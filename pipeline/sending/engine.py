@@ -228,7 +228,10 @@ class Batch:
             # The last channel's end counts the message as processed in the same round trip.
             last = message.channel == item.messages[-1].channel
             also = metrics.processed_field(item.kind_obj.klass) if last else ""
-            if record_end(message, status, seconds, also_count=also) and also:
+            # A scheduled send's lateness, once a message, with its last channel's end.
+            send_at = item.attempt.kwargs.get("send_at") if last and status == "sent" else None
+            lateness = time.time() - send_at if isinstance(send_at, (int, float)) else None
+            if record_end(message, status, seconds, also_count=also, lateness=lateness) and also:
                 item.counted = True
 
 

@@ -70,7 +70,7 @@ def test_a_drainer_killed_mid_drain_loses_and_doubles_nothing(worker, user, redi
     later = time.time() + AFTER_S + 1
     # A drainer took every due item, published the first three's escalations, marked only the first escalated, and
     # was killed: its claims stay in the claimed set until its lease runs out.
-    taken = escalation.script("claim_escalations", on=redis_client)(
+    taken = escalation.engine_scripts("claim_due", on=redis_client)(
         keys=[keys.inbox_escalations("routine"), keys.inbox_escalating("routine")], args=[later, 60, 100]
     )
     assert len(taken) == 10
