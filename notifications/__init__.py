@@ -1,4 +1,5 @@
-"""Sluice's public API: notify(), notify_on_commit(), cancel_scheduled(), Outcome, and the errors notify() raises."""
+"""Sluice's public API: notify(), notify_on_commit(), notify_many(), cancel_scheduled(), Outcome, and the errors
+notify() raises."""
 
 from .exceptions import (
     InvalidEntityId,
@@ -30,13 +31,14 @@ __all__ = [
     "UnknownUser",
     "cancel_scheduled",
     "notify",
+    "notify_many",
     "notify_on_commit",
 ]
 
 
 def __getattr__(name):
     # notify touches models, which cannot be imported while Django loads its apps.
-    if name in ("notify", "notify_on_commit"):
+    if name in ("notify", "notify_on_commit", "notify_many"):
         from . import api
 
         return getattr(api, name)

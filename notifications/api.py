@@ -1,4 +1,5 @@
-"""notify() and notify_on_commit(): validate an event completely, then publish it (or schedule it) or raise."""
+"""notify(), notify_on_commit() and notify_many(): validate an event completely, then publish it (or schedule it) or
+raise."""
 
 import json
 import os
@@ -81,6 +82,44 @@ def notify_in_scope(scope, user, kind, *, entity_id, payload=None, idempotency_k
         _no_key_without_time(key)
         return publish(event)
     return publish_scheduled(event, send_at_of(send_at), check_key(key))
+
+
+def notify_many(users, kind, *, entity_id, payload=None, idempotency_key=None, send_at=None, key=None):
+    """notify() for many users at once: ``users`` are users, their primary keys, or a QuerySet of users (read in
+    chunks). Each user's event is decided exactly as notify() decides it (their choices, quiet hours, cadence,
+    throttle, the bound, the fold), one round trip per chunk of users; return a Fanout (notifications.fanout):
+    ``counts`` by Outcome, the users ``rejected`` (a critical kind with no room within its wait_ms for the whole
+    call; ``retry_after``), the ``unknown`` ones. Bad input (the kind, the entity, the payload, the key, the time, a
+    user that is neither a user nor a primary key) raises before anything is published.
+
+    ``idempotency_key`` applies per user: a repeat with the same key skips the users it admitted. With ``send_at``
+    every user's send is scheduled, or moved, as notify() schedules one."""
+    return notify_many_in_scope(
+        NOTIFY_SCOPE,
+        users,
+        kind,
+        entity_id=entity_id,
+        payload=payload,
+        idempotency_key=idempotency_key,
+        send_at=send_at,
+        key=key,
+    )
+
+
+def notify_many_in_scope(
+    scope, users, kind, *, entity_id, payload=None, idempotency_key=None, send_at=None, key=None, reveal=True
+):
+    """notify_many() for a caller with idempotency keys of its own (ingest: one scope per service); ``reveal`` False
+    answers an unknown user as accepted, as ingest answers a token that may not learn who exists."""
+    from .fanout import fan_out
+
+    template = _validate(None, kind, entity_id, payload, None, scope, unknown_user=True)
+    idempotency = None if idempotency_key is None else (scope, check_idempotency_key(idempotency_key))
+    if send_at is None:
+        _no_key_without_time(key)
+        return fan_out(template, users, reveal, idempotency=idempotency)
+    when, key = send_at_of(send_at), check_key(key)
+    return fan_out(template, users, reveal, send_at=when, key=key, idempotency=idempotency)
 
 
 def _no_key_without_time(key):

@@ -167,11 +167,16 @@ def _wait_for_room(event, queue, message):
     _reject(event.kind.klass, queue)
 
 
-def _reject(klass, queue):
+def room_in(klass, queue, wanted=1):
+    """(the queue's depth now, seconds until it has room for ``wanted`` more): from the drain rate the exporter last
+    measured, or 1 s."""
     current = depth(klass)
     rate = drain_rate(queue.name)
-    # Seconds until the queue has room, from the drain rate the exporter last measured (or 1 s).
-    retry_after = max(1.0, round((current - queue.capacity + 1) / rate + 0.5)) if rate else 1.0
+    return current, max(1.0, round((current - queue.capacity + wanted) / rate + 0.5)) if rate else 1.0
+
+
+def _reject(klass, queue):
+    current, retry_after = room_in(klass, queue)
     if count_rejection(klass, BURST_WINDOW_S):
         logger.error(
             "%s queue %r full (%d of %d) for the whole wait budget: rejecting; later rejections in this burst are "

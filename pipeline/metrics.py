@@ -72,6 +72,26 @@ def lateness_fields(klass, seconds):
 SCHEDULED_RESULTS = ("scheduled", "moved", "cancelled", "published", "expired", "rejected")
 
 
+#: sluice_fanout_users_total's outcomes: an Outcome's name, or what kept a user from one.
+FANOUT_RESULTS = (
+    "accepted",
+    "folded",
+    "collapsed",
+    "deferred",
+    "suppressed",
+    "scheduled",
+    "rejected",
+    "unknown",
+    "failed",
+    "schedule_full",
+)
+
+
+def fanout_field(klass, outcome):
+    """sluice_fanout_users_total{class, outcome}: users of notify_many() and topics, by what became of them."""
+    return f"fanout:{klass}:{outcome}"
+
+
 def scheduled_field(klass, result):
     """sluice_scheduled_total{class, result}."""
     return f"scheduled:{klass}:{result}"
@@ -108,6 +128,19 @@ def count(field, amount=1, klass=None):
         (class_redis(klass) if klass else get_redis()).hincrby(keys.counters(), field, amount)
     except RedisError as exc:
         logger.warning("counter %s not written: %s", field, type(exc).__name__)
+
+
+def count_many(amounts, klass=None):
+    """count() for several counters ({field: amount}) in one round trip, best effort as count() is."""
+    if not amounts:
+        return
+    try:
+        pipe = (class_redis(klass) if klass else get_redis()).pipeline(transaction=False)
+        for name, amount in amounts.items():
+            pipe.hincrby(keys.counters(), name, amount)
+        pipe.execute()
+    except RedisError as exc:
+        logger.warning("counters %s not written: %s", sorted(amounts), type(exc).__name__)
 
 
 def read_counters(client=None):

@@ -122,17 +122,17 @@ def _schedule(event, send_at, key, conf):
         except IntegrityError:
             # Another call scheduled the same send at the same moment (one pending per identity): move that one.
             if reserved:
-                _give_back(klass, due, existing)
+                give_back(klass, [int(due)], [_held(existing)])
             if attempt == 2:
                 raise
         except BaseException:
             if reserved:
-                _give_back(klass, due, existing)
+                give_back(klass, [int(due)], [_held(existing)])
             raise
     metrics.count(metrics.scheduled_field(klass, "moved" if moved else "scheduled"), klass=klass)
     if due <= time.time() + conf.schedule.staged_s * 1.5:
         # Due soon: staged now; later ones are staged by the mover as they come near (its stager).
-        transaction.on_commit(lambda: _stage(klass, row.pk, due))
+        transaction.on_commit(lambda: stage_now(klass, {row.pk: due}))
     return Scheduled(Outcome.SCHEDULED, moved, previous_sent, due)
 
 
@@ -150,8 +150,7 @@ def _reserve(kind, send_at, existing):
     latest = int(send_at)
     # The window's seconds end at send_at's: a window of W seconds holds W seconds of the rate (0: send_at's own).
     earliest = latest - max(kind.schedule_window_s, 1) + 1
-    holding = [int(existing.due_at.timestamp())] if existing is not None and existing.reserved else [None]
-    seconds, available = staging.reserve(klass, latest, earliest, holding, rate.slots_per_s)
+    seconds, available = staging.reserve(klass, latest, earliest, [_held(existing)], rate.slots_per_s)
     if not seconds:
         metrics.count(metrics.scheduled_field(klass, "rejected"), klass=klass)
         window = f"{_when(earliest)} to {_when(latest)}"
@@ -169,8 +168,8 @@ def _write(existing, identity, klass, event, send_at, due, reserved):
     return (the row, moved, previous_sent)."""
     fields = {
         "klass": klass,
-        "send_at": _datetime(send_at),
-        "due_at": _datetime(due),
+        "send_at": datetime_of(send_at),
+        "due_at": datetime_of(due),
         "reserved": reserved,
         "payload": event.payload_json,
     }
@@ -189,24 +188,29 @@ def _write(existing, identity, klass, event, send_at, due, reserved):
     return row, False, being_sent
 
 
-def _give_back(klass, due, existing):
-    """The database refused the write: give the new second back, and take the old one again (best effort: a second
-    lost either way is found again when the mover stages its window)."""
+def _held(row):
+    """The second ``row`` holds (None: no row, or one that reserves nothing)."""
+    return int(row.due_at.timestamp()) if row is not None and row.reserved else None
+
+
+def give_back(klass, seconds, held):
+    """The database refused a write: give the new ``seconds`` back, and take the ``held`` ones (the seconds the sends
+    gave up, or None) again. Best effort: a second lost either way is found again when the mover stages its window."""
     try:
-        staging.release(klass, [int(due)])
-        if existing is not None and existing.reserved:
-            second = int(existing.due_at.timestamp())
+        staging.release(klass, seconds)
+        for second in filter(None, held):
             staging.reserve(klass, second, second, [None], 10**6)
     except RedisError as exc:
-        logger.warning("scheduling: a reservation could not be given back: %s", type(exc).__name__)
+        logger.warning("scheduling: reservations could not be given back: %s", type(exc).__name__)
 
 
-def _stage(klass, row_id, due):
+def stage_now(klass, due):
+    """Stage sends due soon ({row id: when}) for the mover now, rather than at its next staging."""
     try:
-        staging.stage(klass, {row_id: due})
+        staging.stage(klass, due)
     except RedisError as exc:
-        # Its window's staging picks it up (the mover's stager): at worst it is staged a little later.
-        logger.warning("scheduling: send %s not staged now (%s); its window's staging will", row_id, exc)
+        # Its window's staging picks them up (the mover's stager): at worst they are staged a little later.
+        logger.warning("scheduling: %d sends not staged now (%s); their window's staging will", len(due), exc)
 
 
 def cancel_scheduled(kind, entity_id, *, users=None, key=None):
@@ -252,7 +256,7 @@ def notification_id(row_id, version):
 NAMESPACE = uuid.UUID("1f7c7c3e-2f4a-4b54-8d2a-6c2b8e0f9a31")
 
 
-def _datetime(seconds):
+def datetime_of(seconds):
     return datetime.fromtimestamp(seconds, UTC)
 
 

@@ -1,4 +1,4 @@
-"""The bounded push of a critical event that waits for room (push_bounded.lua): the same bound as its admission, in
+"""The bounded push of critical events that wait for room (push_bounded.lua): the same bound as their admission, in
 one atomic step at the broker; and refusals counted, each burst logged once.
 
 What a class does when its queue is full (wait, fold, collapse) is decided in admission's one step; a critical
@@ -20,27 +20,29 @@ def push(event, message):
     its Admission: ACCEPTED, FULL or CEILING; or, when the event's idempotency key was recorded already (a concurrent
     call with the same key got in first), its outcome with ``replayed``, nothing pushed. NotReplicated when a
     replicated class's replicas do not confirm the push in time (pipeline.durability)."""
+    return push_many([(event, message)])[0]
+
+
+def push_many(waiting):
+    """push() for many waiting events of one class, [(event, message)], in one round trip and in order: the first
+    that fit are pushed, and once one does not fit none after it is. Return their Admissions in order."""
+    event = waiting[0][0]
     found = route(event.kind.klass)
-    idempotency = event.idempotency
+    event_keys, event_args = [], []
+    for each, message in waiting:
+        idempotency = each.idempotency
+        event_keys.append(idempotency or keys.NO_IDEMPOTENCY)
+        event_args += (message, key_ttl(each) if idempotency else 0)
     reply = durability.run(
         script.get("push_bounded"),
-        keys=[
-            *wire.request(wire.PUSH_KEYS, counters=keys.counters(), idempotency=idempotency or keys.NO_IDEMPOTENCY),
-            *found.lists,
-        ],
-        args=wire.request(
-            wire.PUSH_ARGS,
-            layout=wire.PUSH_LAYOUT,
-            constants=request_constants(event, found),
-            message=message,
-            idempotency_ttl=key_ttl(event) if idempotency else 0,
-        ),
+        keys=[keys.counters(), *found.lists, *event_keys],
+        args=[wire.PUSH_LAYOUT, request_constants(event, found), len(found.lists), *event_args],
         client=found.client,
         queue=found.queue,
         klass=found.klass,
         step="admission",
     )
-    return wire.decode_reply(reply)
+    return wire.decode_batch_reply(reply)
 
 
 def opens_burst(klass, what, burst_window_s):

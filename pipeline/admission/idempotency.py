@@ -25,11 +25,29 @@ def record_key(klass, idempotency, outcome, ttl_s):
     return found.decode() if isinstance(found, bytes) else found
 
 
-def forget_key(klass, idempotency):
-    """Drop a key recorded for a call that then failed, so that its retry is decided afresh (best effort)."""
+def record_keys(klass, idempotencies, outcome, ttl_s):
+    """record_key() for many keys of one class in one round trip; return what each held already (None: recorded)."""
+    if not idempotencies:
+        return []
+    target = route(klass)
+    found = durability.run_many(
+        script.get("record_key"),
+        [([keys.counters(), key], [outcome, ttl_s, idempotent_replay_field(klass)]) for key in idempotencies],
+        client=target.client,
+        queue=target.queue,
+        klass=klass,
+        step="admission",
+    )
+    return [each.decode() if isinstance(each, bytes) else each for each in found]
+
+
+def forget_key(klass, *idempotencies):
+    """Drop keys recorded for calls that then failed, so that their retries are decided afresh (best effort)."""
     from redis.exceptions import RedisError
 
+    if not idempotencies:
+        return
     try:
-        route(klass).client.delete(idempotency)
+        route(klass).client.delete(*idempotencies)
     except RedisError:
         pass  # the key's own expiry ends it; a retry within it is told the recorded outcome

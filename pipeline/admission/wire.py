@@ -1,18 +1,18 @@
-"""The wire formats between admission's Python and its Lua (admit_event.lua, fold_handed.lua, push_bounded.lua), each
-owned here.
+"""The wire formats between admission's Python and its Lua (admit_event.lua, admit_batch.lua, fold_handed.lua,
+push_bounded.lua), each owned here.
 
 Four formats cross the boundary, and each has one owner on each side: this module in Python, and
 ``pipeline/admission/lua/include/wire.lua`` in Lua. Every field goes by name, so adding one is one edit per language.
 
 - **The request.** ``KEYS`` and ``ARGV`` are built from the name lists ``ADMIT_KEYS``/``ADMIT_ARGS`` (and
-  ``FOLD_KEYS``/``FOLD_ARGS`` for the second round trip, ``PUSH_KEYS``/``PUSH_ARGS`` for a waiting critical's
-  push); the lists themselves travel in the layout
-  argument, so the Lua reads ``k.counters`` or ``a.payload``, never a position.
+  ``FOLD_KEYS``/``FOLD_ARGS`` for the second round trip, ``PUSH_KEYS``/``PUSH_EVENT_KEYS``/``PUSH_EVENT_ARGS`` for
+  waiting criticals' push, ``BATCH_KEYS``/``BATCH_EVENT_KEYS``/``BATCH_EVENT_ARGS`` for a batch); the lists
+  themselves travel in the layout argument, so the Lua reads ``k.counters`` or ``a.payload``, never a position.
 - **The kind's constants.** One JSON object per kind (``kind_constants``, cached: the hot path encodes
   nothing), holding the class's bound, the digest's bounds, the throttle, the counter fields' prefixes (from
   ``pipeline.metrics``), the mirror's field names, and for an inbox item's escalation its channels and its mark's
   lifetime.
-- **The reply.** One JSON object, one shape: ``outcome`` (a name, below), ``flush``,
+- **The reply.** One JSON object, one shape (a batch's: an array of them): ``outcome`` (a name, below), ``flush``,
   ``instant``, ``reason``, ``grain``; ``message`` (the message with its channels filled in) when the
   outcome is ``full``; ``handover`` when the fold is left to the digest's own Redis; ``replayed`` when the
   caller's idempotency key was recorded already (``outcome`` is then its first call's).
@@ -61,15 +61,37 @@ ADMIT_ARGS = (
     "notification",
     "idempotency_ttl",
 )
+# admit_batch.lua: many events of one class. The batch's shared KEYS, then the queue's lists, then each event's own;
+# ARGV: the layout, the counts of lists, constants and payloads, those constants and payloads, then each event's own
+# (its constants and payload as indexes into those lists, from 1).
+BATCH_KEYS = ("counters", "pending", "size", "overflow", "trigger")
+BATCH_EVENT_KEYS = ("preferences", "throttle", "fold_entity", "fold_kind", "fold_user", "idempotency")
+BATCH_EVENT_ARGS = (
+    "message",
+    "constants",
+    "payload",
+    "entity",
+    "member_entity",
+    "member_kind",
+    "member_user",
+    "notification",
+    "idempotency_ttl",
+)
+#: The most events one admit_batch.lua call admits: its run time stays within a few milliseconds, so a batch never
+#: holds the class's Redis longer than a few dozen admissions would.
+MAX_BATCH = 200
 FOLD_KEYS = ("counters", "pending", "size", "trigger", "fold_entity", "fold_kind", "fold_user")
 FOLD_ARGS = ("layout", "constants", "payload", "member_entity", "member_kind", "member_user", "entity", "handed")
-# push_bounded.lua: a waiting critical's retry; the queue's lists follow the named KEYS, as admit_event.lua's.
-PUSH_KEYS = ("counters", "idempotency")
-PUSH_ARGS = ("layout", "constants", "message", "idempotency_ttl")
+# push_bounded.lua: waiting criticals' retries, one or many. Its shared KEYS, the queue's lists, then each event's own
+# KEYS; ARGV: the layout, the constants, the count of lists, then each event's own.
+PUSH_KEYS = ("counters",)
+PUSH_EVENT_KEYS = ("idempotency",)
+PUSH_EVENT_ARGS = ("message", "idempotency_ttl")
 
 ADMIT_LAYOUT = json.dumps({"keys": ADMIT_KEYS, "args": ADMIT_ARGS}).encode()
 FOLD_LAYOUT = json.dumps({"keys": FOLD_KEYS, "args": FOLD_ARGS}).encode()
-PUSH_LAYOUT = json.dumps({"keys": PUSH_KEYS, "args": PUSH_ARGS}).encode()
+PUSH_LAYOUT = json.dumps({"keys": PUSH_KEYS, "event_keys": PUSH_EVENT_KEYS, "event_args": PUSH_EVENT_ARGS}).encode()
+BATCH_LAYOUT = json.dumps({"keys": BATCH_KEYS, "event_keys": BATCH_EVENT_KEYS, "event_args": BATCH_EVENT_ARGS}).encode()
 
 # Where the channels header goes in a message admission pushes (notifications.policy builds the message with
 # it; only the Lua fills it in, with "null" for every channel of the kind or a JSON list of some).
@@ -167,9 +189,24 @@ class Admission(NamedTuple):
     replayed: bool = False  # the idempotency key was recorded: outcome is its first call's, nothing was done
 
 
+#: A batch's reply for an event its user's mirror held no plan for (admit_batch.lua): the others were admitted.
+ERROR = "error"
+
+
 def decode_reply(raw):
     """An Admission from admit_event.lua's or fold_handed.lua's reply (JSON, one shape)."""
-    reply = json.loads(raw)
+    return _admission(json.loads(raw))
+
+
+def decode_batch_reply(raw):
+    """Each event's Admission from admit_batch.lua's reply (a JSON array of admit_event.lua's replies); an event the
+    batch could not admit has outcome ERROR and the script's error as its reason."""
+    return [_admission(reply) for reply in json.loads(raw)]
+
+
+def _admission(reply):
+    if reply.get("outcome") == ERROR:
+        return Admission(ERROR, reason=reply.get("error", ""))
     return Admission(
         reply.get("outcome"),
         bool(reply.get("flush")),

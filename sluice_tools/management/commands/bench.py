@@ -32,6 +32,13 @@ class Command(BaseCommand):
             help="the folded path instead: the folds on the class's Redis against on the digest's own Redis",
         )
         admission.add_argument(
+            "--fanout",
+            type=int,
+            default=0,
+            metavar="N",
+            help="notify_many() for N users against a loop of N notify() calls (with --choices, --idempotency)",
+        )
+        admission.add_argument(
             "--durability",
             action="store_true",
             help='durability "replicated" (WAIT for a replica) against "async", on a primary with one replica',
@@ -121,9 +128,20 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps(result, indent=2, sort_keys=True))
 
     def bench_admission(
-        self, calls, rounds, choices=False, folds=False, idempotency=False, durability=False, **options
+        self, calls, rounds, choices=False, folds=False, idempotency=False, durability=False, fanout=0, **options
     ):
-        from sluice_tools.bench import admission_bench, admission_durability, admission_folds
+        from sluice_tools.bench import admission_bench, admission_durability, admission_fanout, admission_folds
+
+        if fanout:
+            result = admission_fanout.run(fanout, max(rounds, 5), None, choices, idempotency)
+            for given in admission_fanout.INPUTS:
+                each = result[f"users_as_{given}"]
+                self.stdout.write(
+                    f"{fanout} users as {given}: notify_many() {each['notify_many_ms']} ms against a loop of notify() "
+                    f"{each['loop_ms']} ms ({each['wall_ratio']}x faster, {each['cpu_ratio']}x less producer CPU; "
+                    f"target >= 10x); round trips {each['round_trips_notify_many']} against {each['round_trips_loop']}"
+                )
+            return result
 
         def progress(done, total, last):
             shown = ", ".join(f"{k} {v:,.0f}/s" for k, v in last.items())

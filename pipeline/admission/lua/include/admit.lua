@@ -1,0 +1,184 @@
+-- One event's admission, shared by admit_event.lua (one event) and admit_batch.lua (many of one class, one round
+-- trip): the caller's idempotency key replayed, or the user's preferences, quiet hours, cadence and throttle, then the
+-- queue's bound, then the fold store's, and the key recorded. Defines one function, taking all it reads as parameters
+-- (a script includes depth, wire, fold_fields, fold and bounded before this one):
+--   admit_one(c, k, a, lists, first, now) -> the reply's fields (a table for encode_reply), or an error reply
+--     c      the kind's constants (include/wire.lua read_request)
+--     k      the event's keys by name, as admit_event.lua's KEYS (counters, pending, size, overflow, trigger,
+--            preferences, throttle, fold_entity, fold_kind, fold_user, idempotency)
+--     a      its arguments by name, as admit_event.lua's ARGV (message, payload, member_entity, member_kind,
+--            member_user, entity, notification, idempotency_ttl)
+--     lists  a table holding the queue's list and its priority sub-lists from index first on (its depth)
+--     now    Redis's clock, in seconds
+-- What each outcome means, and what a key records, is said in admit_event.lua's header.
+-- Admission itself: the reply's fields (a table), or an error reply.
+local function admit(c, k, a, lists, first, now)
+  local klass = c.class
+
+  -- The user's choices, read once: the kind's plan, the quiet intervals, the cadence ticks, and for an inbox item's
+  -- escalation what the user's rows make of its channels outside the kind (a plan of those channels alone).
+  local mirrored = redis.call('HMGET', k.preferences, c.mirror.plan, c.mirror.quiet, c.mirror.cadence,
+    c.mirror.escalation)
+  local plan = mirrored[1] or c.default_plan
+  local instant, digest, strict = decode_plan(plan)
+  if not instant then
+    return redis.error_reply('admission: not a plan: ' .. plan)
+  end
+
+  -- An inbox item's escalation (notifications/inbox/escalation.py, c.escalate its channels) is admitted once however
+  -- many drainers take it over: it comes with an idempotency key of its own (admit_one replays it). The user's plan for
+  -- the kind is narrowed to the escalation's channels: a channel of the kind keeps the user's choice (instant,
+  -- digest or off); a channel
+  -- outside the kind, which the user cannot choose for the kind itself, goes as their rows for its category or every
+  -- kind decide it (the mirror's escalation plan, written only for a user who chose something), else as the kind goes
+  -- for them: into their digest when they take the kind only as a digest, else at once. Quiet hours, cadence,
+  -- throttle and the bounds then hold it as any event.
+  local function narrowed(escalate, kind_channels, chosen)
+    local function has(list, name)
+      for _, item in ipairs(list) do
+        if item == name then
+          return true
+        end
+      end
+      return false
+    end
+    local as_digest = #instant == 0 and #digest > 0
+    local chosen_instant, chosen_digest
+    if chosen then
+      chosen_instant, chosen_digest = decode_plan(chosen)
+    end
+    local now_list, later_list = {}, {}
+    for _, channel in ipairs(escalate) do
+      if has(kind_channels, channel) then
+        if has(instant, channel) then
+          table.insert(now_list, channel)
+        elseif has(digest, channel) then
+          table.insert(later_list, channel)
+        end
+      elseif chosen_instant then
+        -- The user's rows decided it: at once, in the digest, or (in neither list) off.
+        if has(chosen_instant, channel) then
+          table.insert(now_list, channel)
+        elseif has(chosen_digest, channel) then
+          table.insert(later_list, channel)
+        end
+      elseif as_digest then
+        table.insert(later_list, channel)
+      else
+        table.insert(now_list, channel)
+      end
+    end
+    return now_list, later_list
+  end
+  local escalation = c.escalate ~= ''
+  if escalation then
+    instant, digest = narrowed(split(c.escalate), split(c.channels), mirrored[4])
+  end
+  local instant_text = table.concat(instant, ',')
+  if #instant == 0 and #digest == 0 then
+    redis.call('HINCRBY', k.counters, c.counter_prefix .. 'suppressed', 1)
+    return {outcome = 'suppressed', reason = 'off'}
+  end
+
+  -- The message with its channels header in place: null for every channel of the kind, else the list.
+  local function filled()
+    local header = 'null'
+    if instant_text ~= c.channels or escalation then
+      header = cjson.encode(instant)
+    end
+    local i, j = string.find(a.message, c.placeholder, 1, true)
+    return string.sub(a.message, 1, i - 1) .. header .. string.sub(a.message, j + 1)
+  end
+
+  local function next_tick()
+    for _, tick in ipairs(split(mirrored[3])) do
+      if tonumber(tick) > now then
+        return tonumber(tick)
+      end
+    end
+    return nil
+  end
+
+  local outcome, hold, due = nil, '', now
+  if #instant > 0 then
+    if klass ~= 'critical' and not c.mandatory then
+      for _, window in ipairs(split(mirrored[2])) do
+        local s, e = string.match(window, '^(%d+)-(%d+)$')
+        if tonumber(s) <= now and now < tonumber(e) then
+          hold, due = 'quiet', tonumber(e)
+          break
+        end
+      end
+      if hold == '' and klass == 'routine' and not strict then
+        local tick = next_tick()
+        if tick then
+          hold, due = 'cadence', tick
+        end
+      end
+      if hold == '' and c.throttle_max > 0 then
+        redis.call('ZREMRANGEBYSCORE', k.throttle, '-inf', now - c.throttle_s)
+        if redis.call('ZCARD', k.throttle) >= c.throttle_max then
+          hold = 'throttle'
+        else
+          redis.call('ZADD', k.throttle, now, a.notification)
+          redis.call('EXPIRE', k.throttle, c.throttle_s + 1)
+        end
+      end
+    end
+    if hold == '' then
+      local message = filled()
+      local pushed = push(lists, first, c, k.counters, message)
+      if pushed == 'ceiling' then
+        return {outcome = 'ceiling', instant = instant_text}
+      end
+      if pushed == 'accepted' then
+        outcome = 'accepted'
+      elseif klass == 'critical' then
+        return {outcome = 'full', instant = instant_text, message = message}
+      elseif klass == 'routine' and strict then
+        if redis.call('LLEN', k.overflow) >= c.overflow_capacity then
+          redis.call('HINCRBY', k.counters, c.counter_prefix .. 'rejected', 1)
+          return {outcome = 'overflow_full', instant = instant_text}
+        end
+        redis.call('RPUSH', k.overflow, message)
+        redis.call('HINCRBY', k.counters, c.counter_prefix .. 'deferred', 1)
+        outcome = 'deferred'
+      else
+        hold = 'overflow'
+      end
+    end
+  end
+  local digest_due = #digest > 0 and (next_tick() or now) or 0
+  if c.elsewhere and (hold ~= '' or #digest > 0) then
+    return {outcome = outcome, instant = instant_text, handover = {
+      hold = hold, due = due, digest = table.concat(digest, ','), digest_due = digest_due}}
+  end
+  return fold_store(c, k, a, now)(outcome, instant, instant_text, hold, due, digest, digest_due)
+end
+
+local function admit_one(c, k, a, lists, first, now)
+  local ttl = tonumber(a.idempotency_ttl)
+  if ttl > 0 then
+    local recorded = replayed(k.idempotency, k.counters, c.replay_field)
+    if recorded then
+      return {outcome = recorded, replayed = 1}
+    end
+  end
+  local reply = admit(c, k, a, lists, first, now)
+  if reply.err then
+    return reply
+  end
+  if ttl > 0 then
+    local outcome = reply.outcome
+    if reply.handover then
+      -- What fold_handed.lua comes to when it folds (include/fold.lua finish): the fold's, unless the instant part
+      -- went out and is not held.
+      local folded = c.class == 'routine' and 'folded' or 'collapsed'
+      if reply.handover.hold ~= '' or not outcome then
+        outcome = folded
+      end
+    end
+    record(k.idempotency, outcome, ttl, c)
+  end
+  return reply
+end
