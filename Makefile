@@ -16,7 +16,7 @@ BUILD_STAMP := $(BUILD_VENV)/.requirements-installed
 AUDIT_VENV := .venv-audit
 AUDIT_STAMP := $(AUDIT_VENV)/.requirements-installed
 
-.PHONY: demo test test-all lint bench wheel clean audit test-django6
+.PHONY: demo test test-all lint bench wheel clean audit test-django6 messages compilemessages
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,18 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+
+# Sluice's own translations (docs/email.md, "Their language"): `make messages` updates each app's
+# locale/<language>/LC_MESSAGES/django.po from its templates and code (it needs GNU gettext: apt-get install gettext);
+# `make compilemessages` builds the .mo files beside them, which are committed and shipped in the wheel.
+LOCALES ?= ru
+I18N_APPS := notifications digest
+
+messages: $(STAMP)
+	for app in $(I18N_APPS); do (cd $$app && ../$(BIN)/django-admin makemessages --add-location file $(addprefix -l ,$(LOCALES))) || exit 1; done
+
+compilemessages: $(STAMP)
+	for app in $(I18N_APPS); do (cd $$app && ../$(BIN)/django-admin compilemessages $(addprefix -l ,$(LOCALES))) || exit 1; done
 
 # pip-audit of the runtime lock (requirements.txt), from a virtualenv of its own (.ci/requirements-audit.txt).
 # It needs the network; .ci/audit.py says plainly what it could not audit (SLUICE_AUDIT_REQUIRED=1 makes that fail).

@@ -1,6 +1,8 @@
 """Django system checks of the face.
 
 sluice.E002  a channel backend cannot be built.
+sluice.E021  an email channel sends kinds that are not mandatory, and SLUICE_SITE_URL is not set.
+sluice.E022  an email channel sends kinds that are not mandatory, and the URLconf does not include notifications.urls.
 sluice.W002  the registered periodic task admin lets view-only staff pause or run Sluice's tasks.
 """
 
@@ -36,6 +38,51 @@ def check_channels(app_configs=None, **kwargs):
                     )
                 )
     return errors
+
+
+@register()
+def check_email_links(app_configs=None, **kwargs):
+    """sluice.E021 and E022: every email of a kind that is not mandatory carries a one-click unsubscribe link and a
+    link to the preference page, absolute on SLUICE_SITE_URL (workers have no request), served by notifications.urls."""
+    from pipeline.conf import sluice_settings
+    from pipeline.conf.mail import mail_settings
+
+    from .channels import sends_html
+    from .unsubscribe_links import path_of
+
+    try:
+        conf, mail = sluice_settings(), mail_settings()
+        email = {name for name in conf.channels if sends_html(name)}
+    except (ImproperlyConfigured, ImportError):
+        return []  # a bad setting is sluice.E001, a backend that does not import sluice.E002
+    sending = sorted(
+        kind.name
+        for kind in conf.kinds.values()
+        if not kind.mandatory and email & {*kind.channels, *(kind.escalate[1] if kind.escalate else ())}
+    )
+    if not sending:
+        return []
+    listed = ", ".join(sending[:3]) + (", ..." if len(sending) > 3 else "")
+    if not mail.site_url:
+        return [
+            Error(
+                f"SLUICE_SITE_URL is not set, and emails of kinds that are not mandatory ({listed}) need it: their "
+                "one-click unsubscribe link and the link to the preference page are absolute",
+                hint="Set SLUICE_SITE_URL to the address people reach your site at, e.g. "
+                "SLUICE_SITE_URL = 'https://app.example.com' (docs/email.md).",
+                id="sluice.E021",
+            )
+        ]
+    if not path_of("sluice:unsubscribe", "x"):
+        return [
+            Error(
+                f"the URLconf does not include notifications.urls, and emails of kinds that are not mandatory "
+                f"({listed}) link to its unsubscribe and preference pages",
+                hint="Add path('api/', include('notifications.urls')) to your urlpatterns (docs/integrate.md).",
+                id="sluice.E022",
+            )
+        ]
+    return []
 
 
 @register(Tags.admin)

@@ -9,20 +9,30 @@ from digest.preview import pending_of
 from pipeline.conf import sluice_settings
 
 from . import user_digest
-from .render import recipient, render
+from .reader import Reader, reading
+from .render import render
 
 
 def preview(user_id):
     """{"next_due_at": datetime or None, "messages": [{"channels", "subject", "body", "count"}, ...]}."""
     conf = sluice_settings()
     groups, due = pending_of(user_id)
-    user = recipient(user_id)
+    reader = Reader(user_id)
+    user = reader.user
     messages = []
+    with reading(reader):
+        _render_groups(groups, conf, user, messages)
+    return {"next_due_at": datetime.fromtimestamp(due, UTC) if due else None, "messages": messages}
+
+
+def _render_groups(groups, conf, user, messages):
+    # In the user's language and zone, as the send renders them (notifications.delivery.messages).
     for group in groups:
         for part in grouping.plan(group, conf):
             if part.bucket is not None:
                 digest = grouping.digest_of(part, conf.digest.max_items)
-                subject, body, _html = user_digest.render(digest, user, conf.kinds)
+                rendered = user_digest.render(digest, user, conf.kinds)
+                subject, body = rendered.subject, rendered.body
                 channels = [part.channel]
             else:
                 fold = part.folds[0]
@@ -33,7 +43,6 @@ def preview(user_id):
                 channels = list(fold.channels or kind.channels)
             count = sum(f.count for f in part.folds)
             messages.append({"channels": channels, "subject": subject, "body": body, "count": count})
-    return {"next_due_at": datetime.fromtimestamp(due, UTC) if due else None, "messages": messages}
 
 
 def _single(fold, kind, user):

@@ -22,8 +22,10 @@ def render(kind, context, digest=False):
     coarser grain (its events folded per user|kind, or per user, when the store was under pressure) renders with
     sluice/digest/by_kind.txt or by_user.txt.
 
-    The subject is one line without control characters, since it becomes an email header.
+    The subject is one line without control characters, since it becomes an email header. The context gets the
+    kind's ``kind_title`` ("Invoice paid"), which the default templates show instead of its key.
     """
+    context = {"kind_title": str(kind.title), **context}
     grain = context.get("grain", "entity")
     if digest and grain != "entity":
         names = [f"sluice/digest/by_{grain}.txt", DEFAULT_DIGEST_TEMPLATE]

@@ -26,11 +26,13 @@ FOLDING_CLASSES = ("routine", "background")
 def check_settings(app_configs=None, **kwargs):
     """sluice.E001 for a bad SLUICE_ setting; sluice.E003 for a host beat that would run Sluice's tasks."""
     from .conf import celery_overrides, sluice_settings
+    from .conf.mail import mail_settings
 
     errors = []
     try:
         conf = sluice_settings()
         celery_overrides()
+        mail_settings()
     except ImproperlyConfigured as exc:
         return [Error(str(exc), id="sluice.E001")]
     if not conf.kinds:

@@ -109,3 +109,23 @@ def _with_secret_options(channels, secret_options):
 
 
 SLUICE_CHANNELS = _with_secret_options(SLUICE_CHANNELS, _env_json("SLUICE_CHANNEL_OPTIONS", {}))
+
+
+def _site_url():
+    """Where people reach this site, for the links in emails: the first of DJANGO_ALLOWED_HOSTS that is not loopback
+    or a pattern, over HTTPS (the chart sets them from config.allowedHosts); else the demo's own address."""
+    loopback = {"localhost", "127.0.0.1", "[::1]", "::1"}
+    for host in os.environ.get("DJANGO_ALLOWED_HOSTS", "").split(","):
+        host = host.strip()
+        if host and host not in loopback and not host.startswith((".", "*")):
+            return f"https://{host}"
+    return "http://localhost:8000"
+
+
+# The links in emails (one-click unsubscribe, the preference page) are absolute: workers have no request to read the
+# host from.
+SLUICE_SITE_URL = os.environ.get("SLUICE_SITE_URL") or _site_url()
+# The emails' header: the site's name and logo (docs/email.md).
+SLUICE_EMAIL = _env_json("SLUICE_EMAIL", {"site_name": "Sluice", "logo_url": "/static/sluice_tools/logo.png"})
+# A user model attribute (or a dotted path to a callable taking the user) that gives each person's language.
+SLUICE_USER_LANGUAGE = os.environ.get("SLUICE_USER_LANGUAGE") or None

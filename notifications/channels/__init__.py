@@ -26,8 +26,18 @@ def get_provider(channel, provider):
     return backend
 
 
+@cache
+def sends_html(name):
+    """Whether channel ``name`` sends HTML email: the class of its backend (of one of its providers) says
+    ``sends_html``. Only looked up, never built."""
+    conf = sluice_settings().channels[name]
+    paths = [provider.backend for provider in conf.providers] or [conf.backend]
+    return any(getattr(import_string(path), "sends_html", False) for path in paths)
+
+
 @receiver(setting_changed)
 def _reset(setting, **kwargs):
     if setting == "SLUICE_CHANNELS":
         get_channel.cache_clear()
         get_provider.cache_clear()
+        sends_html.cache_clear()

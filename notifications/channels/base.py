@@ -9,6 +9,7 @@ from pipeline.sending.results import PermanentSendError, SendError, TransientSen
 __all__ = [
     "Accepted",
     "BaseChannel",
+    "DigestItem",
     "Message",
     "PermanentSendError",
     "SendError",
@@ -16,6 +17,28 @@ __all__ = [
     "TransientSendError",
     "accepted",
 ]
+
+
+@dataclass(frozen=True)
+class DigestItem:
+    """One thing a user's digest lists, as data: a backend builds its own text or blocks from it ("12 updates on
+    Quarterly report")."""
+
+    kind: str
+    entity_id: str
+    # The events it stands for.
+    count: int
+    # What people read for it: its latest payload's ``title``, else its entity id; "" for a coarser grain's line.
+    title: str
+    # The kind's ``url`` filled from the item ("" for none).
+    url: str
+    # The latest event's payload ({} when the digest's payload budget ran out).
+    payload: dict = field(default_factory=dict)
+    # When its first and latest events happened (seconds since the epoch).
+    first_seen: float | None = None
+    last_seen: float | None = None
+    # "entity" (one entity's events), or "kind" / "user" when the fold store folded coarser under pressure.
+    grain: str = "entity"
 
 
 @dataclass(frozen=True)
@@ -46,8 +69,18 @@ class Message:
     deadline: float | None = None
     # When the message expires (seconds since the epoch), for kinds with ``expires_after_s``.
     expires_at: float | None = None
-    # An HTML alternative of ``body`` (a user's digest has one); "" for none. A channel that sends HTML sends both.
+    # An HTML alternative of ``body``, in the email layout with its CSS inlined, for a backend whose class says
+    # ``sends_html``; "" for none. A channel that sends HTML sends both.
     html: str = ""
+    # The one-click unsubscribe link (RFC 8058) that turns this message's kind (a digest: its kinds) off on this
+    # channel for this user; "" for a mandatory kind, or while SLUICE_SITE_URL is unset. The email backends send it
+    # as List-Unsubscribe and List-Unsubscribe-Post; another backend may show it.
+    unsubscribe_url: str = ""
+    # A user digest's listed items, as data (DigestItem); () for any other message.
+    items: tuple = ()
+    # The language it was rendered in (SLUICE_USER_LANGUAGE, else LANGUAGE_CODE): what a backend that renders more
+    # text itself (the inbox) renders under.
+    language: str = ""
 
     def time_left(self, cap):
         """Seconds a backend may still wait on its provider: ``cap``, or less when the deadline is nearer."""
@@ -89,6 +122,10 @@ class BaseChannel:
     the provider past ``message.deadline`` (see Message.time_left). A backend is built once per
     worker process and may be called from several threads at once.
     """
+
+    #: Whether this backend sends HTML email: its messages then get ``html`` (the email layout) and a body with the
+    #: email's footer (the preference and unsubscribe links). The email backends say True.
+    sends_html = False
 
     def __init__(self, name, **options):
         self.name = name

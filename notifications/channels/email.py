@@ -13,7 +13,10 @@ from .base import Accepted, BaseChannel, PermanentSendError, SuppressedRecipient
 
 
 class EmailChannel(BaseChannel):
-    """Sends to the user's email field (the user model's EMAIL_FIELD). Options: ``email_backend``, ``from_email``."""
+    """Sends to the user's email field (the user model's EMAIL_FIELD), text and HTML. Options: ``email_backend``,
+    ``from_email``."""
+
+    sends_html = True
 
     def send(self, message):
         address = address_of(message.user_id)
@@ -23,7 +26,7 @@ class EmailChannel(BaseChannel):
             body=message.body,
             from_email=self.options.get("from_email"),
             to=[address],
-            headers={"X-Sluice-Id": single_line(message.id), "X-Sluice-Kind": single_line(message.kind)},
+            headers=headers_of(message),
             connection=get_connection(self.options.get("email_backend"), **timeout(message)),
         )
         if message.html:
@@ -35,6 +38,17 @@ class EmailChannel(BaseChannel):
         except (smtplib.SMTPException, OSError) as exc:
             raise TransientSendError(f"SMTP failed: {exc}") from exc
         return Accepted(None, address)
+
+
+def headers_of(message):
+    """The email's own headers: its notification id and kind, and for a kind that is not mandatory the one-click
+    unsubscribe of RFC 8058 (List-Unsubscribe with List-Unsubscribe-Post), which mail clients show as a button."""
+    # Headers are one line: a CR or LF makes Django refuse the message on every attempt.
+    headers = {"X-Sluice-Id": single_line(message.id), "X-Sluice-Kind": single_line(message.kind)}
+    if message.unsubscribe_url:
+        headers["List-Unsubscribe"] = f"<{single_line(message.unsubscribe_url)}>"
+        headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
+    return headers
 
 
 def timeout(message):

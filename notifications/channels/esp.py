@@ -6,7 +6,7 @@ from django.core.mail import EmailMultiAlternatives, get_connection
 from django.utils.module_loading import import_string
 
 from .base import Accepted, BaseChannel, PermanentSendError, TransientSendError
-from .email import address_of
+from .email import address_of, headers_of
 
 # ESPs whose send API takes an idempotency key, and the message header anymail hands it over in. A resend of the
 # same notification id to one of them is delivered once; the others get the id as metadata only.
@@ -30,6 +30,8 @@ class AnymailChannel(BaseChannel):
     send's deadline), ``permanent_statuses``, ``idempotency_header`` (for an ESP not in IDEMPOTENCY_HEADERS),
     ``metadata`` (default true; false for an ESP that takes none).
     """
+
+    sends_html = True
 
     def __init__(self, name, **options):
         super().__init__(name, **options)
@@ -55,7 +57,7 @@ class AnymailChannel(BaseChannel):
         timeout = message.time_left(self.timeout_s)
         if timeout <= 0:
             raise TransientSendError("no time left in the send budget")
-        headers = {"X-Sluice-Id": message.id, "X-Sluice-Kind": message.kind}
+        headers = headers_of(message)
         if self.idempotency_header:
             headers[self.idempotency_header] = message.id
         email = EmailMultiAlternatives(

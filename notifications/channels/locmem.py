@@ -30,3 +30,10 @@ def clear():
     with _lock:
         outbox.clear()
         bulk_calls.clear()
+
+
+class LocmemEmailChannel(LocmemChannel):
+    """A LocmemChannel that renders as the email backends do (``sends_html``): its messages have the email layout's
+    text and HTML, and their unsubscribe link."""
+
+    sends_html = True

@@ -29,5 +29,8 @@ def context(request, poll_s=POLL_S, namespace="sluice"):
             "items": reverse(f"{namespace}:inbox"),
             "read": reverse(f"{namespace}:inbox_read"),
             "open": reverse(f"{namespace}:inbox_open", args=[ID_SLOT]).replace(str(ID_SLOT), "{id}"),
+            # The pages the panel links to: "See all" and "Settings".
+            "page": reverse(f"{namespace}:inbox_page"),
+            "settings": reverse(f"{namespace}:preferences_page"),
         },
     }

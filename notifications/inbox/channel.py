@@ -1,5 +1,8 @@
 """The inbox channel backend: a send writes (or folds into) the user's inbox item, like any channel's send."""
 
+from contextlib import nullcontext
+
+from django.utils import translation
 from redis.exceptions import RedisError
 
 from pipeline.conf import sluice_settings
@@ -16,7 +19,9 @@ class InboxChannel(BaseChannel):
     in already (the item's last_notification), adds nothing, and does the Redis part again."""
 
     def send(self, message):
-        written = fold.write(message)
+        # The item's title and body are rendered here, in the language the message was (its reader's).
+        with translation.override(message.language) if message.language else nullcontext():
+            written = fold.write(message)
         try:
             unread.refresh(message.user_id)
             if written.item.unread:

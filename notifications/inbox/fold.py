@@ -127,6 +127,7 @@ def render(kind, item, payload=None):
         names = [f"sluice/inbox/{slug}.txt", kind.template, DEFAULT_TEMPLATE]
     context = {
         "kind": kind.name,
+        "kind_title": str(kind.title),
         "entity_id": item.entity_id,
         "payload": item.payload if payload is None else payload,
         "count": item.count,

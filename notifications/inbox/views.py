@@ -168,6 +168,16 @@ def _change(request, field, allow_up_to):
         which = _selection(request, allow_up_to)
     except BadRequest as exc:
         return invalid(exc)
+    try:
+        changed, count = change(user_id, field, which)
+    except RedisError as exc:
+        return unavailable(exc)
+    return respond(200, {"changed": changed, "unread": count})
+
+
+def change(user_id, field, which):
+    """Set ``field`` ("read_at" or "archived_at") to now on the user's items that ``which`` (a Q) selects, and bring
+    the user's unread count in step: (items changed, unread count). The API and the inbox page change items so."""
     # Read: the unread ones (an archived item is out of the count already); archive: the ones not archived yet.
     rows = InboxItem.objects.filter(which, user_id=user_id, read_at__isnull=True, archived_at__isnull=True)
     if field == "archived_at":
@@ -175,11 +185,7 @@ def _change(request, field, allow_up_to):
     changed = rows.update(**{field: timezone.now()})
     if field == "read_at" and changed:
         metrics.count(metrics.INBOX_READS, changed)
-    try:
-        count = unread.refresh(user_id)
-    except RedisError as exc:
-        return unavailable(exc)
-    return respond(200, {"changed": changed, "unread": count})
+    return changed, unread.refresh(user_id)
 
 
 def _selection(request, allow_up_to):

@@ -13,6 +13,7 @@ from pipeline.conf import channels as conf_channels
 from pipeline.conf import digest as conf_digest
 from pipeline.conf import inbox as conf_inbox
 from pipeline.conf import kinds as conf_kinds
+from pipeline.conf import mail as conf_mail
 from pipeline.conf import schedule as conf_schedule
 from pipeline.conf.kinds import CLASSES
 from pipeline.conf.providers import BreakerConfig, ProviderConfig  # noqa: F401 - the resolver's types
@@ -316,6 +317,7 @@ def _reset(setting, **kwargs):
         sluice_settings.cache_clear()
         transport_options.cache_clear()
         queue_lists.cache_clear()
+        conf_mail.mail_settings.cache_clear()
 
 
 DEFAULT_EXPORTER_HOST = "127.0.0.1"

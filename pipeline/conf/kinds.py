@@ -4,6 +4,7 @@ import re
 from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.functional import Promise
 
 from pipeline.conf import inbox as conf_inbox
 from pipeline.conf.validate import NAME, flag
@@ -55,6 +56,9 @@ class Kind:
     # How much earlier than its send_at a scheduled send of this kind may go out (notifications.scheduling): a
     # critical kind's reservation looks for room in that window.
     schedule_window_s: int = 0
+    # What people read for the kind ("Invoice paid"), never its key: the kind's ``title``, a string or a lazy
+    # translation (gettext_lazy), else its name in words ("invoice.paid" -> "Invoice paid").
+    title: object = ""
 
 
 def kinds(raw, channels):
@@ -96,6 +100,7 @@ def kinds(raw, channels):
             url=_url_template(conf.get("url", ""), setting),
             escalate=conf_inbox.escalate(conf.get("escalate"), f"{setting}['escalate']", names, channels),
             schedule_window_s=schedule_window(conf.get("schedule_window_s", 0), f"{setting}['schedule_window_s']"),
+            title=_title(conf.get("title"), name, setting),
         )
     return kinds
 
@@ -114,6 +119,7 @@ KIND_KEYS = {
     "url",
     "escalate",
     "schedule_window_s",
+    "title",
 }
 
 DIGEST_GROUPS = ("user", "kind", "entity")
@@ -162,6 +168,18 @@ def _url_template(value, setting):
             f"{setting}['url'] has a field in its scheme and host ({origin[0]!r}): the fields come from the event's "
             "sender, so only the path, query and fragment may name them; write the host out"
         )
+    return value
+
+
+def _title(value, name, setting):
+    """A kind's ``title``: a line of up to 200 characters, or a lazy translation; its name in words without one."""
+    if value is None:
+        words = re.sub(r"[._:-]+", " ", name).strip()
+        return words[:1].upper() + words[1:]
+    if isinstance(value, Promise):
+        return value  # gettext_lazy("Invoice paid"): translated where it is read, in the recipient's language
+    if not isinstance(value, str) or not value.strip() or len(value) > 200 or "\n" in value or "\r" in value:
+        raise ImproperlyConfigured(f"{setting}['title'] must be one line of 1 to 200 characters, got {value!r}")
     return value
 
 

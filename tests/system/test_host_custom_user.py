@@ -151,6 +151,7 @@ SLUICE_CHANNELS = {{
 }}
 EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"  # the worker prints each email
 DEFAULT_FROM_EMAIL = "notifications@example.com"
+SLUICE_SITE_URL = "https://app.example.com"  # the emails' unsubscribe and preference links are absolute on it
 """
 HOST_URLS = """
 from django.urls import include

@@ -96,6 +96,13 @@ def test_the_wheel_holds_the_apps_their_data_and_no_project(host):
         "digest/templates/sluice/digest/default.txt",
         "notifications/migrations/0001_initial.py",
         "digest/migrations/0001_beat_schedule.py",
+        # What people receive: the email layout, the pages, their styles, and Sluice's Russian, compiled.
+        "notifications/templates/sluice/email/base.html",
+        "notifications/templates/sluice/pages/preferences.html",
+        "notifications/static/sluice/pages/pages.css",
+        "notifications/locale/ru/LC_MESSAGES/django.mo",
+        "notifications/locale/ru/LC_MESSAGES/django.po",
+        "digest/locale/ru/LC_MESSAGES/django.mo",
     ):
         assert expected in names, expected
     assert not [n for n in names if n.startswith(("settings/", "tests/"))]
@@ -115,8 +122,19 @@ def test_the_wheel_holds_the_apps_their_data_and_no_project(host):
         ),
         ("SLUICE_KINDS = {'invoice.paid': {'class': 'critical', 'channels': ['sms']}}", "SLUICE_CHANNELS: ['sms']"),
         ("SLUICE_CHANNELS = {'email': {'backend': 'nowhere.Backend'}}", "cannot be imported"),
+        (
+            "SLUICE_CHANNELS = {'email': {'backend': 'notifications.channels.email.EmailChannel'}}",
+            "SLUICE_SITE_URL is not set",
+        ),
     ],
-    ids=["no redis", "another broker", "host beat runs sluice's tasks", "unknown channel", "backend missing"],
+    ids=[
+        "no redis",
+        "another broker",
+        "host beat runs sluice's tasks",
+        "unknown channel",
+        "backend missing",
+        "emails without a site url",
+    ],
 )
 def test_check_names_each_trap(host, extra, words):
     take_back = host.with_settings(extra)

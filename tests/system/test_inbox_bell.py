@@ -95,6 +95,10 @@ def test_the_bell_in_the_demos_admin_counts_opens_and_marks_all_read(demo):
         times = [item.find_element(By.CSS_SELECTOR, ".sluice-bell__item-time") for item in items()]
         assert all(t.get_attribute("datetime") for t in times), [t.get_attribute("outerHTML") for t in times]
         assert {t.text for t in times} <= {"now", "1 minute ago", "2 minutes ago"}, [t.text for t in times]
+        # The foot's two links, "See all" and "Settings", in the bell's accent: not the admin header's white links.
+        links = driver.find_elements(By.CSS_SELECTOR, ".sluice-bell__link-text")
+        assert [link.text for link in links] == ["See all", "Settings"]
+        assert {link.value_of_css_property("color") for link in links} == {"rgba(192, 57, 43, 1)"}  # #c0392b
         driver.save_screenshot(str(SHOTS / "inbox-dropdown.png"))
 
         # Opening an item follows its link; the page it lands on already counts it read.

@@ -65,8 +65,8 @@ def test_coarse_digests_say_how_many_events_across_how_many_items(full_queues, s
     [email] = [m for m in published(redis_client) if m["channels"] == ["email"]]
     items = {item["grain"]: item for item in email["digest"]["items"]}
     assert (items["user"]["count"], items["user"]["entities"], items["user"]["kinds"]) == (36, 12, 2)
-    _subject, body, _html = user_digest.render(email["digest"], None, sluice_settings().kinds)
-    assert "- 8 task.due_changed updates across 4 items" in body
+    body = user_digest.render(email["digest"], None, sluice_settings().kinds).body
+    assert "- Task due changed: 8 updates across 4 items" in body  # the kind's title, never its key
     assert "- 36 notifications across 2 kinds and 12 items" in body
     assert email["count"] == 3 + 8 + 36
     assert redis_client.hgetall(keys.fold_store_size()) == {b"k": b"0", b"b": b"0"}

@@ -15,7 +15,7 @@ def test_digest_uses_plural_forms():
 def test_kind_without_its_own_template_uses_the_default(settings):
     settings.SLUICE_KINDS = {"invoice.paid": {"class": "routine", "channels": ["email"]}}
     subject, _body = render(get_kind("invoice.paid"), {"kind": "invoice.paid", "entity_id": "inv-1", "payload": {}})
-    assert subject == "invoice.paid: inv-1"
+    assert subject == "Invoice paid: inv-1"  # the kind's name in words, never its key
     digest_subject, _ = render(get_kind("invoice.paid"), {"count": 3, "entity_id": "inv-1", "payload": {}}, digest=True)
     assert digest_subject == "3 updates on inv-1"
 
@@ -25,7 +25,7 @@ def test_txt_templates_are_plain_text_not_html(settings):
     title = 'Tom & Jerry\'s <b>"deal"</b>'
     context = {"kind": "invoice.paid", "entity_id": "i", "payload": {"title": title}}
     subject, body = render(get_kind("invoice.paid"), context)
-    assert subject == f"invoice.paid: {title}"
+    assert subject == f"Invoice paid: {title}"
     assert title in body
     assert "&amp;" not in subject + body
 
@@ -35,3 +35,10 @@ def test_the_subject_is_one_line_without_control_characters():
     context = {"count": 2, "entity_id": "t", "payload": {"title": "Q3\r\x1b[2J\x07 \u2028x"}}
     subject, _ = render(kind, context, digest=True)
     assert subject == "2 new comments in task «Q3 x»"
+
+
+def test_a_kinds_title_is_what_the_default_text_shows(settings):
+    settings.SLUICE_KINDS = {"invoice.paid": {"class": "routine", "channels": ["email"], "title": "Payment received"}}
+    subject, body = render(get_kind("invoice.paid"), {"kind": "invoice.paid", "entity_id": "inv-7", "payload": {}})
+    assert (subject, body) == ("Payment received: inv-7", "There is news about inv-7.")
+    assert "invoice.paid" not in subject + body

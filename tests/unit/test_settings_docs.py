@@ -38,7 +38,8 @@ def test_every_environment_variable_of_the_own_project_is_in_the_table():
 
 
 def test_every_setting_the_resolver_reads_is_in_the_table():
-    read = set(re.findall(r"\"(SLUICE_[A-Z_]+)\"", (ROOT / "pipeline" / "conf" / "__init__.py").read_text()))
-    assert "SLUICE_REDIS_URL" in read
+    modules = sorted((ROOT / "pipeline" / "conf").glob("*.py"))
+    read = set().union(*(re.findall(r"\"(SLUICE_[A-Z_]+)\"", path.read_text()) for path in modules))
+    assert {"SLUICE_REDIS_URL", "SLUICE_SITE_URL", "SLUICE_USER_LANGUAGE", "SLUICE_EMAIL"} <= read
     missing = sorted(read - table_names("Settings"))
     assert not missing, f"docs/configuration.md's settings table lacks {missing}"

@@ -7,7 +7,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from digest.flush import run_flush
 from digest.user_claims import claim_users
-from notifications import user_digest
+from notifications import email_layout, user_digest
 from pipeline.conf import sluice_settings
 from pipeline.redis import keys
 from tests.digest_helpers import fold, published
@@ -105,28 +105,39 @@ def item(title, count, kind="task.comment", entity="e1"):
 
 def test_rendering_plurals_more_html_and_links(settings):
     settings.SLUICE_KINDS = {"task.comment": {"class": "routine", "channels": ["email"], "url": "/t/{entity_id}"}}
+    settings.SLUICE_SITE_URL = "https://app.example.com"
     digest = {
         "group": "user",
         "items": [item("Tom & <Jerry>", 1, entity="a b"), item("Budget", 3)],
         "more": 1,
         "more_events": 2,
     }
-    subject, body, html = user_digest.render(digest, None, sluice_settings().kinds)
-    assert subject == "6 updates in your digest"
-    assert "- Tom & <Jerry>: 1 update\n  /t/a%20b" in body
-    assert "- Budget: 3 updates" in body
-    assert "and 1 more (2 updates)" in body
-    assert '<a href="/t/a%20b">Tom &amp; &lt;Jerry&gt;</a>: 1 update' in html
-    assert "&lt;Jerry&gt;" in html
+    rendered = user_digest.render(digest, None, sluice_settings().kinds)
+    assert rendered.subject == "6 updates in your digest"
+    assert "- Tom & <Jerry>: 1 update\n  https://app.example.com/t/a%20b" in rendered.body
+    assert "- Budget: 3 updates" in rendered.body
+    assert "and 1 more (2 updates)" in rendered.body
+    html = email_layout.render(rendered.body, [user_digest.HTML_TEMPLATE], rendered.context).html
+    assert '<a class="sluice-item-title" href="https://app.example.com/t/a%20b"' in html
+    assert "Tom &amp; &lt;Jerry&gt;</a>" in html
+    assert "<Jerry>" not in html
+    # The items as data, for a channel that builds its own text or blocks.
+    assert [(i.kind, i.entity_id, i.count, i.title, i.url) for i in rendered.items] == [
+        ("task.comment", "a b", 1, "Tom & <Jerry>", "https://app.example.com/t/a%20b"),
+        ("task.comment", "e1", 3, "Budget", "https://app.example.com/t/e1"),
+    ]
+    assert rendered.items[1].payload == {"title": "Budget"}
 
 
 def test_a_long_title_is_cut_and_a_missing_link_field_gives_no_link(settings):
     settings.SLUICE_KINDS = {"task.comment": {"class": "routine", "channels": ["email"], "url": "/t/{board}"}}
     digest = {"group": "user", "items": [item("x" * 5000, 2)], "more": 0, "more_events": 0}
-    _subject, body, html = user_digest.render(digest, None, sluice_settings().kinds)
-    assert len(body) < 400
-    assert "/t/" not in body
-    assert "href" not in html
+    rendered = user_digest.render(digest, None, sluice_settings().kinds)
+    assert len(rendered.body) < 400
+    assert "/t/" not in rendered.body
+    html = email_layout.render(rendered.body, [user_digest.HTML_TEMPLATE], rendered.context).html
+    assert "/t/" not in html
+    assert len(rendered.items[0].title) == user_digest.MAX_TITLE
 
 
 def test_a_step_needs_room_for_all_its_messages(redis_client, settings):

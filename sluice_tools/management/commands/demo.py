@@ -182,6 +182,7 @@ class Command(BaseCommand):
             self.stdout.write(f"{service.name} running")
         return {
             "admin": f"http://127.0.0.1:{web}/admin/",
+            "pages": f"http://127.0.0.1:{web}/api/pages/",
             "flowers": flowers,
             "metrics": f"http://127.0.0.1:{exporter}/metrics",
             "scaler": f"http://127.0.0.1:{exporter}/scaler/critical",
@@ -239,6 +240,7 @@ class Command(BaseCommand):
     def _show_urls(self, urls, password, redis_url):
         self.stdout.write(self.style.SUCCESS("The stack is up:"))
         self.stdout.write(f"  admin    {urls['admin']}  (admin / {password})")
+        self.stdout.write(f"  pages    {urls['pages']}inbox/ and {urls['pages']}preferences/  (signed in as admin)")
         for klass, flower in urls["flowers"].items():
             self.stdout.write(f"  Flower   {flower}  (admin / {password}; the workers on {klass}'s Redis)")
         self.stdout.write(f"  metrics  {urls['metrics']}")
