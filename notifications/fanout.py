@@ -73,6 +73,8 @@ def fan_out(template, users, reveal=True, send_at=None, key="", idempotency=None
     is the caller's key scope and key, (scope, key), applied per user. ``reveal`` False counts an unknown user as
     accepted (and records its key), as ingest answers a token that may not learn who exists."""
     klass = template.kind.klass
+    # What admission's step counts in sluice_fanout_users_total itself: the users it took, by outcome.
+    tally, counted = metrics.fanout_field(klass, ""), {}
     result, waiting = Fanout(), []
     with _unavailable(klass):
         for chunk in _chunks(users):
@@ -84,11 +86,11 @@ def fan_out(template, users, reveal=True, send_at=None, key="", idempotency=None
 
                 schedule_many(events, send_at, key, result)
                 continue
-            for event, done in zip(events, admit_many(events), strict=True):
-                _tally(result, event, done, waiting)
+            for event, done in zip(events, admit_many(events, tally), strict=True):
+                _tally(result, event, done, waiting, counted)
         if waiting:
             _wait_for_room(klass, waiting, result)
-    _count(klass, result)
+    _count(klass, result, counted)
     return result
 
 
@@ -196,10 +198,11 @@ def _unknown(template, unknown, result, reveal, idempotency):
         result.replayed += bool(recorded)
 
 
-def _tally(result, event, done, waiting):
+def _tally(result, event, done, waiting, counted):
     if done.outcome in OUTCOMES:
         result.add(OUTCOMES[done.outcome])
         result.replayed += done.replayed
+        counted[done.outcome] = counted.get(done.outcome, 0) + 1
     elif done.outcome == wire.FULL:
         waiting.append((event, done.message))
     elif done.outcome in REFUSED:
@@ -245,9 +248,10 @@ def _wait_for_room(klass, waiting, result):
             )
 
 
-def _count(klass, result):
-    """sluice_fanout_users_total{class,outcome}: every user named, by what became of them."""
-    counts = {str(outcome): n for outcome, n in result.counts.items()}
+def _count(klass, result, counted):
+    """sluice_fanout_users_total{class,outcome}: every user named, by what became of them (less what admission's step
+    ``counted`` itself)."""
+    counts = {str(outcome): n - counted.get(str(outcome), 0) for outcome, n in result.counts.items()}
     counts.update(
         rejected=len(result.rejected),
         unknown=len(result.unknown),

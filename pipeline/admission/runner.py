@@ -8,7 +8,9 @@ SLUICE_DIGEST["max_keys"]. The caller is left only what it does with the answer:
 own caller.
 """
 
+import json
 import logging
+import time
 from contextlib import suppress
 from functools import lru_cache
 from typing import NamedTuple
@@ -17,10 +19,11 @@ from redis.exceptions import RedisError
 
 from pipeline import durability
 from pipeline.admission import wire
-from pipeline.admission.event import default_plan, key_ttl, message_of
+from pipeline.admission.event import batch_parts, batch_share, default_plan, key_ttl, message_of
 from pipeline.admission.idempotency import record_key
 from pipeline.admission.scripts import script
 from pipeline.broker.beat_schedule import FLUSH_TASK
+from pipeline.broker.message import body_head, tag_of
 from pipeline.conf import queue_lists, sluice_settings
 from pipeline.connections import route
 from pipeline.errors import NotReplicated
@@ -62,28 +65,30 @@ def admit(event, queue=None, digest=None):
     return done
 
 
-def admit_many(events):
+def admit_many(events, tally=""):
     """admit() for many events of one class: each decided exactly as admit() decides it, in order, in one round trip
     to the class's Redis per wire.MAX_BATCH events (admit_batch.lua, with one WAIT at its end for a replicated class);
     return their Admissions in order. The folds handed to the digest's own Redis take one more round trip a batch.
     An event whose user's mirror held no plan comes back as wire.ERROR, logged; the others are admitted. NotReplicated
-    when the replicas did not confirm a batch: its events (and any before it) stay admitted on the primary."""
+    when the replicas did not confirm a batch: its events (and any before it) stay admitted on the primary.
+    ``tally``, a counter field's prefix (pipeline.metrics.fanout_field), counts the events taken by their outcome in
+    the same step."""
     done = []
     for start in range(0, len(events), wire.MAX_BATCH):
-        done.extend(_admit_batch(events[start : start + wire.MAX_BATCH]))
+        done.extend(_admit_batch(events[start : start + wire.MAX_BATCH], tally))
     if any(each.flush for each in done):
         ask_for_flush()
     return done
 
 
-def _admit_batch(events):
+def _admit_batch(events, tally):
     if not events:
         return []
     klass = events[0].kind.klass
     if any(event.kind.klass != klass for event in events):
         raise ValueError(f"admit_many: a batch's events must be of one class ({klass}), got several")
     found = route(klass)
-    batch_keys, batch_args, requests = _batch(events, found)
+    batch_keys, batch_args, requests = _batch(events, found, tally)
     try:
         reply = durability.run(
             script.get("admit_batch"),
@@ -106,16 +111,22 @@ def _admit_batch(events):
     return _handed_over(events, requests, admissions, found)
 
 
-def _batch(events, found):
+def _batch(events, found, tally=""):
     """admit_batch.lua's KEYS and ARGV for ``events`` (one class), and each event's _Request (for a handover)."""
-    elsewhere = found.elsewhere
-    constants, payloads = {}, {}
+    elsewhere, now = found.elsewhere, time.time()
+    constants, payloads, shared_parts = {}, {}, {}
     event_keys, event_args, requests = [], [], []
     for event in events:
         kind = event.kind
         constant = request_constants(event, found)
         c_index = constants.setdefault(constant, len(constants) + 1)
         p_index = payloads.setdefault(event.payload_json, len(payloads) + 1)
+        # Events alike but for their user share their message's parts: each sends only its head, id and tag.
+        share = batch_share(event)
+        if share not in shared_parts:
+            shared_parts[share] = (len(shared_parts) + 1, json.dumps(batch_parts(event, found.queue.name, now)))
+        m_index = shared_parts[share][0]
+        notification = event.notification_id
         entity, by_kind, by_user = grains = keys.fold_members(event.user_id, kind.name, event.entity_id, kind.klass)
         idempotency = event.idempotency
         event_keys += (
@@ -127,7 +138,9 @@ def _batch(events, found):
             idempotency or keys.NO_IDEMPOTENCY,
         )
         event_args += (
-            message_of(event, found.queue.name),
+            m_index,
+            body_head(notification, event.user_id),
+            tag_of(notification),
             c_index,
             p_index,
             event.entity_id,
@@ -140,8 +153,9 @@ def _batch(events, found):
         requests.append(_Request(None, None, constant, grains, found.queue))
     shared = _store_keys(found.klass, elsewhere)
     batch_keys = [*(shared[name] for name in wire.BATCH_KEYS), *found.lists, *event_keys]
-    counts = (len(found.lists), len(constants), len(payloads))
-    batch_args = [wire.BATCH_LAYOUT, *counts, *constants, *payloads, *event_args]
+    counts = (len(found.lists), len(constants), len(payloads), len(shared_parts), tally)
+    parts = [text for _index, text in shared_parts.values()]
+    batch_args = [wire.BATCH_LAYOUT, *counts, *constants, *payloads, *parts, *event_args]
     return batch_keys, batch_args, requests
 
 

@@ -62,12 +62,15 @@ ADMIT_ARGS = (
     "idempotency_ttl",
 )
 # admit_batch.lua: many events of one class. The batch's shared KEYS, then the queue's lists, then each event's own;
-# ARGV: the layout, the counts of lists, constants and payloads, those constants and payloads, then each event's own
-# (its constants and payload as indexes into those lists, from 1).
+# ARGV: the layout, the counts of lists, constants, payloads and message parts, those constants, payloads and parts
+# (each a JSON array: pipeline.broker.message.batch_envelope), then each event's own (its constants, payload and
+# parts as indexes into those lists, from 1; its body's head and delivery tag, which the parts are joined with).
 BATCH_KEYS = ("counters", "pending", "size", "overflow", "trigger")
 BATCH_EVENT_KEYS = ("preferences", "throttle", "fold_entity", "fold_kind", "fold_user", "idempotency")
 BATCH_EVENT_ARGS = (
-    "message",
+    "parts",
+    "body",
+    "tag",
     "constants",
     "payload",
     "entity",

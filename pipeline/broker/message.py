@@ -67,6 +67,37 @@ def envelope(
     )
 
 
+def batch_envelope(task_name, queue, kwargsrepr, kwargs_tail, channels_header):
+    """envelope() for a batch of messages that differ only in their task id and user (admission's batch: one kind,
+    entity and payload), cut into parts that admit_batch.lua joins with each message's own values:
+
+        parts[1] body_head(id, user) parts[2] id parts[3] id parts[4] channels parts[5] id parts[6] tag parts[7]
+
+    where channels is the JSON header that stood at ``channels_header`` (a placeholder). ``kwargs_tail`` is the kwargs
+    object after its id and user, from its third field: '"kind":...,"payload":{...}}'. The joined text is the message
+    envelope() makes of the same values, but for the body's JSON, which spaces its head to whole base64 groups."""
+    a, b, c, d, e, f = _runs(task_name, queue, kwargsrepr, 0, None, channels_header)
+    before, after = e.split(channels_header, 1)
+    tail = base64.b64encode(f"{kwargs_tail},{_EMBED}]".encode()).decode()
+    published = repr(time.time())
+    return ('{"body":"', tail + a, b, c + origin() + d + published + before, after, f, '"}}')
+
+
+def body_head(task_id, user_id):
+    """The base64 of a batch message's body up to its kwargs' third field (batch_envelope): the id and the user, the
+    text spaced to a whole number of base64 groups so that it and the shared rest encode apart."""
+    user = int.__repr__(user_id) if type(user_id) is int else json.dumps(user_id, ensure_ascii=False)
+    head = f'[[],{{"notification_id":"{task_id}","user_id":{user},'.encode()
+    return base64.b64encode(head + b" " * (-len(head) % 3)).decode()
+
+
+def tag_of(task_id):
+    """A delivery tag made of a task id's own random hex (Sluice's ids are 32 random hex digits), as _tag() spells one:
+    a batch draws no second random number per message."""
+    h = task_id
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{h[16:20]}-{h[20:]}"
+
+
 @lru_cache(maxsize=1024)
 def _runs(task_name, queue, kwargsrepr, retries, eta, channels_header):
     """The constant runs of _TEMPLATE around one kind of message's per-message values (its id, origin, time, tag)."""

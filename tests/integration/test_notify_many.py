@@ -93,6 +93,7 @@ def test_one_round_trip_per_chunk_of_users(redis_client, make_users, django_user
     assert evalsha_calls(redis_client) - before == 3  # 450 users read from a QuerySet: three chunks, three steps
     assert result.counts == {Outcome.ACCEPTED: 2 * wire.MAX_BATCH + 50}
     assert redis_client.llen("background") == 2 * wire.MAX_BATCH + 50
+    assert read_counters()["fanout:background:accepted"] == 2 * wire.MAX_BATCH + 50  # counted in the same steps
 
 
 @pytest.mark.expected_errors("users of a notify_many rejected")
@@ -124,6 +125,7 @@ def test_waiting_critical_users_get_in_as_room_frees_within_the_wait(redis_clien
         stop.set()
     assert result.counts == {Outcome.ACCEPTED: 4}
     assert result.rejected == []
+    assert read_counters()["fanout:critical:accepted"] == 4  # two by admission's step, two after their wait
 
 
 def test_unknown_users_are_counted_and_named_not_fatal(redis_client, make_users):

@@ -28,7 +28,7 @@ for i = 1, n_lists do
 end
 local per_key, per_arg = #layout.event_keys, #layout.event_args
 local key_base, arg_base = #layout.keys + n_lists, 3
-local replies, stopped = {}, nil
+local replies, stopped, known = {}, nil, {}
 for e = 1, (#ARGV - arg_base) / per_arg do
   local k, a = {}, {}
   for i, name in ipairs(layout.event_keys) do
@@ -44,7 +44,7 @@ for e = 1, (#ARGV - arg_base) / per_arg do
   elseif stopped then
     replies[e] = {outcome = stopped}
   else
-    local outcome = push(lists, 1, c, shared.counters, a.message)
+    local outcome = push(lists, 1, c, shared.counters, a.message, known)
     if outcome ~= 'accepted' then
       stopped = outcome
     elseif ttl > 0 then

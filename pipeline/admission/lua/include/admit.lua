@@ -2,17 +2,32 @@
 -- trip): the caller's idempotency key replayed, or the user's preferences, quiet hours, cadence and throttle, then the
 -- queue's bound, then the fold store's, and the key recorded. Defines one function, taking all it reads as parameters
 -- (a script includes depth, wire, fold_fields, fold and bounded before this one):
---   admit_one(c, k, a, lists, first, now) -> the reply's fields (a table for encode_reply), or an error reply
+--   admit_one(c, k, a, lists, first, now, known) -> the reply's fields (a table for encode_reply), or an error reply
 --     c      the kind's constants (include/wire.lua read_request)
 --     k      the event's keys by name, as admit_event.lua's KEYS (counters, pending, size, overflow, trigger,
 --            preferences, throttle, fold_entity, fold_kind, fold_user, idempotency)
 --     a      its arguments by name, as admit_event.lua's ARGV (message, payload, member_entity, member_kind,
---            member_user, entity, notification, idempotency_ttl)
+--            member_user, entity, notification, idempotency_ttl); a batch's event has parts, body and tag instead of
+--            message (admit_batch.lua)
 --     lists  a table holding the queue's list and its priority sub-lists from index first on (its depth)
 --     now    Redis's clock, in seconds
+--     known  nil, or a batch's table that keeps the queue's depth once read (only the batch pushes onto the queue
+--            while its script runs), so each event after the first reads no lengths (include/bounded.lua push)
 -- What each outcome means, and what a key records, is said in admit_event.lua's header.
+-- A batch's users mostly share a plan (their kind's default): each text is decoded once a call.
+local decoded_plans = {}
+local function plan_of(text)
+  local found = decoded_plans[text]
+  if not found then
+    local instant, digest, strict = decode_plan(text)
+    found = {instant, digest, strict}
+    decoded_plans[text] = found
+  end
+  return found[1], found[2], found[3]
+end
+
 -- Admission itself: the reply's fields (a table), or an error reply.
-local function admit(c, k, a, lists, first, now)
+local function admit(c, k, a, lists, first, now, known)
   local klass = c.class
 
   -- The user's choices, read once: the kind's plan, the quiet intervals, the cadence ticks, and for an inbox item's
@@ -20,7 +35,7 @@ local function admit(c, k, a, lists, first, now)
   local mirrored = redis.call('HMGET', k.preferences, c.mirror.plan, c.mirror.quiet, c.mirror.cadence,
     c.mirror.escalation)
   local plan = mirrored[1] or c.default_plan
-  local instant, digest, strict = decode_plan(plan)
+  local instant, digest, strict = plan_of(plan)
   if not instant then
     return redis.error_reply('admission: not a plan: ' .. plan)
   end
@@ -86,6 +101,12 @@ local function admit(c, k, a, lists, first, now)
     if instant_text ~= c.channels or escalation then
       header = cjson.encode(instant)
     end
+    local p = a.parts
+    if p then
+      -- A batch's event: its message joined from the parts its events share (pipeline.broker.message.batch_envelope).
+      local id = a.notification
+      return p[1] .. a.body .. p[2] .. id .. p[3] .. id .. p[4] .. header .. p[5] .. id .. p[6] .. a.tag .. p[7]
+    end
     local i, j = string.find(a.message, c.placeholder, 1, true)
     return string.sub(a.message, 1, i - 1) .. header .. string.sub(a.message, j + 1)
   end
@@ -127,7 +148,7 @@ local function admit(c, k, a, lists, first, now)
     end
     if hold == '' then
       local message = filled()
-      local pushed = push(lists, first, c, k.counters, message)
+      local pushed = push(lists, first, c, k.counters, message, known)
       if pushed == 'ceiling' then
         return {outcome = 'ceiling', instant = instant_text}
       end
@@ -153,10 +174,14 @@ local function admit(c, k, a, lists, first, now)
     return {outcome = outcome, instant = instant_text, handover = {
       hold = hold, due = due, digest = table.concat(digest, ','), digest_due = digest_due}}
   end
+  if hold == '' and #digest == 0 then
+    -- Nothing to fold: the reply finish() would give, without making the fold's closures.
+    return {outcome = outcome, flush = 0, instant = instant_text, reason = '', grain = ''}
+  end
   return fold_store(c, k, a, now)(outcome, instant, instant_text, hold, due, digest, digest_due)
 end
 
-local function admit_one(c, k, a, lists, first, now)
+local function admit_one(c, k, a, lists, first, now, known)
   local ttl = tonumber(a.idempotency_ttl)
   if ttl > 0 then
     local recorded = replayed(k.idempotency, k.counters, c.replay_field)
@@ -164,7 +189,7 @@ local function admit_one(c, k, a, lists, first, now)
       return {outcome = recorded, replayed = 1}
     end
   end
-  local reply = admit(c, k, a, lists, first, now)
+  local reply = admit(c, k, a, lists, first, now, known)
   if reply.err then
     return reply
   end

@@ -3,9 +3,10 @@
 -- read as parameters (c is the kind's constants, include/wire.lua):
 --   replayed(key, counters, replay_field) -> the outcome a caller's idempotency key recorded, the replay counted in
 --                                            the counters hash; nil when the key is new
---   push(lists, first, c, counters, message) -> 'accepted' (pushed onto lists[first], counted), 'full' (the queue
---                                            holds its capacity: nothing pushed) or 'ceiling' (its hard ceiling);
---                                            the depth is lists[first..] summed (needs include/depth.lua)
+--   push(lists, first, c, counters, message, known) -> 'accepted' (pushed onto lists[first], counted), 'full'
+--                                            (the queue holds its capacity: nothing pushed) or 'ceiling' (its hard
+--                                            ceiling); the depth is lists[first..] summed (needs include/depth.lua),
+--                                            or known.depth when a batch's script read it already (known nil: read)
 --   record(key, outcome, ttl, c)         -> the outcome kept at key for ttl seconds, when it is one the key records
 --                                            (c.recorded: an event taken in some form); a refusal records nothing
 local function replayed(key, counters, replay_field)
@@ -16,8 +17,14 @@ local function replayed(key, counters, replay_field)
   return recorded or nil
 end
 
-local function push(lists, first, c, counters, message)
-  local d = depth(lists, first)
+local function push(lists, first, c, counters, message, known)
+  local d = known and known.depth
+  if not d then
+    d = depth(lists, first)
+    if known then
+      known.depth = d
+    end
+  end
   if d >= c.ceiling then
     return 'ceiling'
   end
@@ -25,6 +32,9 @@ local function push(lists, first, c, counters, message)
     return 'full'
   end
   redis.call('LPUSH', lists[first], message)
+  if known then
+    known.depth = d + 1
+  end
   redis.call('HINCRBY', counters, c.counter_prefix .. 'accepted', 1)
   return 'accepted'
 end
