@@ -10,14 +10,13 @@ from django.views.decorators.csrf import csrf_exempt
 
 from notifications import exceptions
 
+from .many import MAX_USERS
 from .views import OUTAGE_RETRY_AFTER_S, OUTAGES, Refusal, _authenticate, _json, _namespaced, _rate_limit, _read_json
 from .views import _refuse as refuse
 
 logger = logging.getLogger("sluice.ingest")
 
 FIELDS = ("kind", "entity_id", "key", "users")
-# The users one request may name: beyond it, one request per batch (each a bounded amount of work).
-MAX_USERS = 1000
 
 
 @csrf_exempt  # Safe because only the Authorization header authenticates: a browser never sends it by itself.

@@ -20,13 +20,16 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from notifications import exceptions
 from pipeline.conf import sluice_settings
 
+from . import many
 from .auth import AuthenticationFailed, authenticate
-from .ratelimit import take
+from .ratelimit import charge_users, take
 
 logger = logging.getLogger("sluice.ingest")
 
-REQUIRED = ("user", "kind", "entity_id")
-FIELDS = (*REQUIRED, "payload", "send_at", "key")
+REQUIRED = ("kind", "entity_id")
+# One of these names who gets it: one user, or many (notifications.ingest.many).
+RECIPIENTS = ("user", "users")
+FIELDS = ("user", "users", *REQUIRED, "payload", "send_at", "key")
 # Room in the body for the other fields, and for a client's \uXXXX escapes, which can double the payload's
 # size against the UTF-8 JSON that SLUICE_MAX_PAYLOAD_BYTES measures. notify() then checks the payload exactly.
 BODY_MARGIN_BYTES = 4096
@@ -72,12 +75,12 @@ class Refusal(Exception):
 
 def body_limit():
     """The largest request body read, in bytes."""
-    return 2 * sluice_settings().max_payload_bytes + BODY_MARGIN_BYTES
+    return 2 * sluice_settings().max_payload_bytes + BODY_MARGIN_BYTES + many.MAX_USERS * many.BYTES_PER_USER
 
 
 @csrf_exempt  # Safe because only the Authorization header authenticates: a browser never sends it by itself.
 def ingest(request):
-    """Publish one notification for another service; see docs/ingest.md."""
+    """Publish one notification for another service, to one user or many; see docs/ingest.md."""
     from notifications.api import answer_unknown_user, notify_in_scope
 
     token = event = None
@@ -95,6 +98,8 @@ def ingest(request):
             idempotency_key=idempotency_key,
             **_schedule_fields(event),
         )
+        if "users" in event:
+            return _fan_out(token, event, fields)
         try:
             published = notify_in_scope(idempotency_scope(token), event["user"], event["kind"], **fields)
         except exceptions.UnknownUser:
@@ -137,6 +142,23 @@ def ingest(request):
     response = _json(202, answer)
     if published.replayed:
         response[REPLAYED_HEADER] = "true"
+    return response
+
+
+def _fan_out(token, event, fields):
+    """The answer to a request for many users: notify_many() for them, the token charged a request per user."""
+    from notifications.api import notify_many_in_scope
+
+    try:
+        users = many.users_of(event, _well_formed_pk)
+    except many.BadUsers as exc:
+        raise Refusal(400, "invalid_request", str(exc)) from None
+    charge_users(token, len(users))
+    scope = idempotency_scope(token)
+    fanned = notify_many_in_scope(scope, users, event["kind"], reveal=token.reveal_details, **fields)
+    response = _json(202, many.answer(token, fanned))
+    if fanned.retry_after is not None:
+        response["Retry-After"] = str(_seconds(fanned.retry_after))
     return response
 
 
@@ -239,6 +261,8 @@ def _rate_limit(token):
 def _read_event(request):
     data = _read_json(request)
     missing = [f for f in REQUIRED if f not in data]
+    if not any(f in data for f in RECIPIENTS):
+        missing.insert(0, "user (or users)")
     if missing:
         raise Refusal(400, "invalid_request", f"missing field(s): {', '.join(missing)}")
     unknown = sorted(repr(f) for f in data if f not in FIELDS)
