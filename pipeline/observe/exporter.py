@@ -14,7 +14,7 @@ from redis.exceptions import RedisError
 
 from pipeline.admission.fold_fields import SIZE
 from pipeline.broker import deadletters
-from pipeline.broker.depth import depth, queue_redis, snapshot
+from pipeline.broker.depth import queue_redis, snapshot
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.connections import fold_store_classes, get_redis, shared_redis
 from pipeline.durability import STEPS
@@ -45,7 +45,8 @@ from pipeline.metrics import (
 )
 from pipeline.observe import housekeeping_metrics, inbox_metrics, provider_metrics, schedule_metrics
 from pipeline.observe.latency import oldest_ages
-from pipeline.observe.window import class_of, sample, window
+from pipeline.observe.scaler import BadQuery, scaler_payload
+from pipeline.observe.window import sample, window
 from pipeline.redis import keys
 
 logger = logging.getLogger("sluice.exporter")
@@ -271,39 +272,8 @@ def _dead_letter_counters(counters):
     yield replayed
 
 
-def scaler_payload(queue, window_s, floor_window_s=None):
-    """What KEDA's metrics-api trigger reads for ``queue``; None when the queue is unknown.
-
-    ``busy_slots`` is averaged over ``floor_window_s`` (the latency window when None).
-    """
-    klass = class_of(queue)
-    if klass is None:
-        return None
-    client = queue_redis(queue)
-    now = time.time()
-    floor_window_s = floor_window_s or window_s
-    stats = window(queue, window_s, now, client)
-    floor = stats if floor_window_s == window_s else window(queue, floor_window_s, now, client)
-    age = oldest_ages(client, [queue], now)[queue]
-    drain = stats.drain_time_s
-    return {
-        "queue": queue,
-        "class": klass,
-        "latency_seconds": round(age, 3),
-        "latency_window_avg_seconds": round(stats.latency_avg_s, 3),
-        "latency_window_max_seconds": round(max(stats.latency_max_s, age), 3),
-        "depth": depth(klass, client),
-        "capacity": sluice_settings().queues[klass].capacity,
-        # JSON has no infinity; a queue that is not draining at all reports a day.
-        "drain_time_seconds": round(drain, 3) if math.isfinite(drain) else 86400.0,
-        "busy_slots": round(floor.busy_slots, 3),
-        "window_seconds": window_s,
-        "floor_window_seconds": floor_window_s,
-    }
-
-
 def application(window_s, floor_window_s=None):
-    """The exporter's WSGI app: /metrics, /scaler/<queue>, and /healthz."""
+    """The exporter's WSGI app: /metrics, /scaler/<queue>[?within=&span=] (pipeline.observe.scaler), and /healthz."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SluiceCollector(window_s, floor_window_s))
     metrics_app = make_wsgi_app(registry)
@@ -314,7 +284,11 @@ def application(window_s, floor_window_s=None):
             if path == "/metrics":
                 return metrics_app(environ, start_response)
             if path.startswith("/scaler/"):
-                payload = scaler_payload(path.removeprefix("/scaler/"), window_s, floor_window_s)
+                query = environ.get("QUERY_STRING", "")
+                try:
+                    payload = scaler_payload(path.removeprefix("/scaler/"), window_s, floor_window_s, query)
+                except BadQuery as exc:
+                    return _json(start_response, "400 Bad Request", {"error": str(exc)})
                 if payload is None:
                     return _json(start_response, "404 Not Found", {"error": "unknown queue"})
                 return _json(start_response, "200 OK", payload)

@@ -27,6 +27,8 @@ class Window:
     # Little's law: arrivals per second x seconds of sending per message = worker slots the arriving
     # work keeps busy. Unlike latency, it says how many slots are enough, so it can hold a floor.
     busy_slots: float = 0.0
+    # Seconds of sending per message over the window (0 when nothing was sent): what turns a rate into slots.
+    send_seconds_per_message: float = 0.0
 
 
 # Samples are kept an hour at least, for `manage.py capacity --window 1h`.
@@ -116,7 +118,9 @@ def summarize(samples):
     done = last["done"] - first["done"]
     arrival = (last.get("arrived", 0) - first.get("arrived", 0)) / span if span > 0 else 0.0
     per_message = (last.get("send_s", 0) - first.get("send_s", 0)) / done if done > 0 else 0.0
-    return Window(sum(latencies) / len(latencies), max(latencies), throughput, drain, arrival * per_message)
+    return Window(
+        sum(latencies) / len(latencies), max(latencies), throughput, drain, arrival * per_message, per_message
+    )
 
 
 def class_of(queue):

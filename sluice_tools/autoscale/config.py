@@ -1,6 +1,7 @@
 """Simulator parameters: the chart's values.yaml for KEDA and the HPA, settings or measurements for μ."""
 
 import json
+import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -72,6 +73,10 @@ def chart_scaling(values):
         floor = auto.get("capacityFloor") or {}
         # The chart's busy-slots trigger: target and activation are one pod's slots × the utilization.
         per_pod = slots[klass] * float(floor["targetUtilization"]) if floor.get("enabled") else None
+        # The scheduled trigger's, from its own utilization. Read whether or not it is switched on: on a trace with
+        # scheduled sends the simulator runs the pools with it and without it side by side (sim.policies_for).
+        ahead = auto.get("scheduled") or {}
+        ahead_per_pod = slots[klass] * float(ahead["targetUtilization"]) if ahead else None
         classes[klass] = Scaling(
             target=float(auto["targetLatencySeconds"]),
             activation=float(auto["activationLatencySeconds"]),
@@ -83,6 +88,11 @@ def chart_scaling(values):
             cooldown_s=int(keda["cooldownPeriod"]),
             floor_target=per_pod,
             floor_activation=per_pod,
+            scheduled_target=ahead_per_pod,
+            scheduled_activation=ahead_per_pod,
+            lookahead_s=parse_duration(ahead["lookAhead"]) if ahead else 300,
+            # The chart's span: the pool's latency target, whole seconds, at least one.
+            span_s=max(1, math.ceil(float(auto["targetLatencySeconds"]))),
         )
     window_s = parse_duration(keda["latencyWindow"])
     floor_window_s = parse_duration(keda["floorWindow"]) if keda.get("floorWindow") else window_s
@@ -94,7 +104,7 @@ def depth_scaling(scaling, mu):
 
     The depth target per pod is what one pod drains within the class's latency target (μ × T),
     so both policies aim at the same latency and differ only in the signal. It is the baseline,
-    so it gets no capacity floor.
+    so it gets no capacity floor and no scheduled trigger.
     """
     per_pod = mu * scaling.target
     return replace(
@@ -104,6 +114,8 @@ def depth_scaling(scaling, mu):
         metric_type="AverageValue",
         floor_target=None,
         floor_activation=None,
+        scheduled_target=None,
+        scheduled_activation=None,
     )
 
 

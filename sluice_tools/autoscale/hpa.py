@@ -39,6 +39,12 @@ class Scaling:
     # The capacity floor: a second trigger, AverageValue on busy slots. None: no such trigger.
     floor_target: float | None = None  # busy slots per pod (slots per pod × target utilization)
     floor_activation: float | None = None
+    # The scheduled trigger: AverageValue on the busy slots ahead (the floor's, plus those the busiest ``span_s`` of
+    # the scheduled sends due within ``lookahead_s`` will keep busy). None: no such trigger.
+    scheduled_target: float | None = None
+    scheduled_activation: float | None = None
+    lookahead_s: int = 300
+    span_s: int = 1
 
 
 def _changed_within(events, now, period_s):
@@ -121,17 +127,17 @@ class Autoscaler:
         self._ups, self._downs = deque(), deque()  # (time, pods added or removed)
         self._last_active = 0.0
 
-    def _proposal(self, metric, ready, floor_metric=None):
+    def _proposal(self, metric, ready, floor_metric=None, scheduled_metric=None):
         s = self.s
         if s.metric_type == "Value":
             # Latency does not divide across pods: the HPA multiplies its ratio by the ready pods.
             proposal = value_replicas(metric, s.target, self.replicas, ready, s.tolerance)
         else:
             proposal = average_value_replicas(metric, s.target, self.replicas, s.tolerance)
-        if s.floor_target is not None and floor_metric is not None:
-            # With several metrics the HPA takes the largest proposal, before stabilization.
-            floor = average_value_replicas(floor_metric, s.floor_target, self.replicas, s.tolerance)
-            proposal = max(proposal, floor)
+        # With several metrics the HPA takes the largest proposal, before stabilization.
+        for target, value in ((s.floor_target, floor_metric), (s.scheduled_target, scheduled_metric)):
+            if target is not None and value is not None:
+                proposal = max(proposal, average_value_replicas(value, target, self.replicas, s.tolerance))
         return proposal
 
     def _stabilise(self, now, desired):
@@ -180,16 +186,17 @@ class Autoscaler:
         self.replicas = replicas
         return change
 
-    def sync(self, now, metric, ready, floor_metric=None):
+    def sync(self, now, metric, ready, floor_metric=None, scheduled_metric=None):
         """One HPA reconcile; returns the change in replicas (0 when nothing moved).
 
-        ``floor_metric`` is the capacity floor's busy slots, read when the scaling has a floor trigger.
+        ``floor_metric`` is the capacity floor's busy slots, read when the scaling has a floor trigger;
+        ``scheduled_metric`` the busy slots ahead, read when it has a scheduled trigger.
         """
         if self.replicas == 0:
             return 0  # the HPA is idle at zero; KEDA's activation wakes the pool
         # KEDA gives the HPA a minimum of one even when the ScaledObject allows zero.
         floor = max(self.s.min_replicas, 1)
-        desired = self._stabilise(now, self._proposal(metric, ready, floor_metric))
+        desired = self._stabilise(now, self._proposal(metric, ready, floor_metric, scheduled_metric))
         if desired > self.replicas:
             limit = self._limit(now, self.s.up, +1)
             if limit is not None:
@@ -201,19 +208,25 @@ class Autoscaler:
         desired = min(max(desired, floor), self.s.max_replicas)
         return self._apply(now, desired)
 
-    def _active(self, metric, floor_metric):
+    def _active(self, metric, floor_metric, scheduled_metric):
         # Activation is "greater than", never "greater than or equal to" (KEDA's scaler IsActive).
         if metric > self.s.activation:
             return True
         s = self.s
-        return s.floor_target is not None and floor_metric is not None and floor_metric > (s.floor_activation or 0.0)
+        return any(
+            target is not None and value is not None and value > (activation or 0.0)
+            for target, activation, value in (
+                (s.floor_target, s.floor_activation, floor_metric),
+                (s.scheduled_target, s.scheduled_activation, scheduled_metric),
+            )
+        )
 
-    def poll(self, now, metric, floor_metric=None):
+    def poll(self, now, metric, floor_metric=None, scheduled_metric=None):
         """KEDA's activation check: wake a pool at zero, or send an idle one back to zero.
 
         The pool is active when any trigger is above its activation value.
         """
-        if self._active(metric, floor_metric):
+        if self._active(metric, floor_metric, scheduled_metric):
             self._last_active = now
             if self.replicas == 0:
                 return self._apply(now, max(self.s.min_replicas, 1), by_hpa=False)

@@ -9,7 +9,12 @@ import numpy as np
 
 from .traces import CLASSES
 
-COLOURS = {"windowed_latency": "tab:blue", "instant_depth": "tab:orange", "fixed_peak": "tab:grey"}
+COLOURS = {
+    "windowed_latency": "tab:blue",
+    "windowed_scheduled": "tab:green",
+    "instant_depth": "tab:orange",
+    "fixed_peak": "tab:grey",
+}
 
 
 def _downsample(values, seconds_per_point):
@@ -26,8 +31,16 @@ def _time_axis(seconds):
     return step, unit, scale
 
 
-def plot(runs, scaling, path, title):
-    """Write the plot of ``runs`` (``{policy: {class: ClassRun}}``) to ``path``."""
+def _mark(axes, marks, scale):
+    """A dotted line at each second of ``marks``: the first reserved second of each spike of scheduled sends."""
+    for second in marks:
+        for ax in axes:
+            ax.axvline(second / scale, color="grey", linestyle=":", linewidth=0.8)
+
+
+def plot(runs, scaling, path, title, marks=None):
+    """Write the plot of ``runs`` (``{policy: {class: ClassRun}}``) to ``path``; ``marks`` are ``{class: [second]}``
+    to mark (each spike of scheduled sends)."""
     seconds = len(next(iter(runs.values()))["routine"].replicas)
     step, unit, scale = _time_axis(seconds)
     fig, axes = plt.subplots(3, len(CLASSES), figsize=(15, 9), sharex=True, squeeze=False)
@@ -40,6 +53,7 @@ def plot(runs, scaling, path, title):
             axes[0][col].step(x, _downsample(run.replicas, step), where="post", **kwargs)
             axes[1][col].plot(x, _downsample(run.latency, step), **kwargs)
             axes[2][col].plot(x, _downsample(run.depth, step), **kwargs)
+        _mark([axes[row][col] for row in range(3)], (marks or {}).get(klass, ()), scale)
         axes[0][col].set_title(f"{klass} (target {target:g} s)")
         axes[1][col].axhline(target, color="red", linestyle="--", linewidth=0.8, label="target")
         axes[2][col].set_xlabel(f"time ({unit})")

@@ -12,14 +12,21 @@ class FluidQueue:
     the wait of every message is linear in its position within a bucket of arrivals.
     """
 
-    def __init__(self, capacity=None):
-        # Each bucket is [first arrival, last arrival, messages]; arrivals are uniform in between.
+    def __init__(self, capacity=None, track_starts=False):
+        # Each bucket is [first arrival, last arrival, messages, the second they arrived in]; uniform in between.
         self._buckets = deque()
         self.depth = 0.0
         self.capacity = capacity
         self.refused = 0.0
         self._zero_waits = 0.0
         self._waits = []  # (messages, wait of the first, wait of the last)
+        # With track_starts: (arrival second, messages, start of the first, start of the last), to tell how late the
+        # messages of given seconds started (a scheduled send's lateness: sluice_tools.autoscale.lateness).
+        self.starts = [] if track_starts else None
+
+    def _started(self, origin, count, first, last):
+        if self.starts is not None and count > 0:
+            self.starts.append((origin, count, first, last))
 
     def _record(self, count, first, last):
         if count <= 0:
@@ -43,21 +50,22 @@ class FluidQueue:
         budget = rate  # messages the pool can start during this second
         clock = float(second)
         while self._buckets and budget > 1e-12:
-            first, last, n = self._buckets[0]
+            first, last, n, origin = self._buckets[0]
             k = min(n, budget)
             served_last = first + (last - first) * k / n
             end = clock + k / rate
             self._record(k, clock - first, end - served_last)
+            self._started(origin, k, clock, end)
             clock, budget, self.depth = end, budget - k, self.depth - k
             if k >= n - 1e-9:
                 self._buckets.popleft()
             else:
-                self._buckets[0] = [served_last, last, n - k]
+                self._buckets[0] = [served_last, last, n - k, origin]
         if arrivals <= 0:
             return
         self.depth += arrivals
         if self._buckets or rate <= 0:
-            self._buckets.append([float(second), second + 1.0, float(arrivals)])
+            self._buckets.append([float(second), second + 1.0, float(arrivals), second])
             return
         free_at = clock - second  # when, within this second, the pool is free for new arrivals
         if arrivals < rate:
@@ -66,13 +74,17 @@ class FluidQueue:
                 early = arrivals * catch_up
                 self._record(early, free_at, 0.0)
                 self._record(arrivals - early, 0.0, 0.0)
+                # Those that came while the pool was busy start as it frees up; the rest as they arrive.
+                self._started(second, early, clock, second + catch_up)
+                self._started(second, arrivals - early, second + catch_up, second + 1.0)
                 self.depth -= arrivals
                 return
         k = min(rate * (1.0 - free_at), arrivals)
         self._record(k, free_at, 1.0 - k / arrivals)
+        self._started(second, k, clock, second + 1.0)
         self.depth -= k
         if arrivals - k > 1e-9:
-            self._buckets.append([second + k / arrivals, second + 1.0, arrivals - k])
+            self._buckets.append([second + k / arrivals, second + 1.0, arrivals - k, second])
 
     def served(self):
         """How many messages were started."""

@@ -50,11 +50,33 @@ def aggregate(per_seed):
                 for k in CLASSES
             },
         }
+        scheduled = _scheduled([per_seed[s][policy].get("scheduled", {}) for s in seeds])
+        if scheduled:
+            entry["scheduled"] = scheduled
         if BASELINE in policies:
             ratios = [per_seed[s][policy]["replica_seconds"] / per_seed[s][BASELINE]["replica_seconds"] for s in seeds]
             entry["vs_instant_depth"] = {"min": round(min(ratios), 3), "max": round(max(ratios), 3)}
         table[policy] = entry
     return table
+
+
+def _scheduled(rows):
+    """Per class over the seeds: the scheduled sends, how many were late, the worst p99 and maximum lateness, and the
+    fewest and most ready pods at a spike's first second."""
+    found = {}
+    for klass in CLASSES:
+        days = [row[klass] for row in rows if klass in row]
+        if not days:
+            continue
+        ready = [n for day in days for n in day["ready_at_first_due"]]
+        found[klass] = {
+            "sends": sum(day["sends"] for day in days),
+            "late": sum(day["late"] for day in days),
+            "p99_s": max(day["p99_s"] for day in days),
+            "max_s": max(day["max_s"] for day in days),
+            "ready_at_first_due": {"min": min(ready, default=0), "max": max(ready, default=0)},
+        }
+    return found
 
 
 def report(trace_name, per_seed, extra=None):
@@ -104,6 +126,21 @@ def markdown(doc, title=None):
             + (f"{ratio['min']:.3f} – {ratio['max']:.3f} |" if ratio else "– |")
             + "".join(f" {_range(row['p99_s'][k])} |" for k in CLASSES)
         )
+    scheduled = [(p, k, row["scheduled"][k]) for p, row in doc["policies"].items() for k in row.get("scheduled", {})]
+    if scheduled:
+        lines += [
+            "",
+            "| policy | scheduled sends of | sends | late (after the target) | lateness p99 | lateness max |"
+            " ready pods at a spike's first second |",
+            "|---" * 7 + "|",
+        ]
+        for policy, klass, row in scheduled:
+            ready = row["ready_at_first_due"]
+            pods = f"{ready['min']}" if ready["min"] == ready["max"] else f"{ready['min']} – {ready['max']}"
+            lines.append(
+                f"| {policy} | {klass} | {row['sends']} | {row['late']} | {_seconds(row['p99_s'])} s"
+                f" | {_seconds(row['max_s'])} s | {pods} |"
+            )
     policies = list(doc["policies"])
     lines += ["", "| seed |" + "".join(f" {p} |" for p in policies), "|---" * (1 + len(policies)) + "|"]
     for seed, summary in doc["per_seed"].items():

@@ -3,16 +3,22 @@
 import itertools
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from .config import HPA_SYNC_S, depth_scaling
 from .hpa import Autoscaler
+from .lateness import scheduled_lateness
 from .queue import FluidQueue
 from .traces import CLASSES
 
 POLICIES = ("windowed_latency", "instant_depth", "fixed_peak")
+# Windowed latency and the floor, plus the scheduled trigger on every pool: run beside windowed latency (without it)
+# on a trace with scheduled sends. On a trace without any it reads the floor's busy slots and changes nothing.
+SCHEDULED_POLICY = "windowed_scheduled"
+# The exporter's fallback for the send time: every sample kept, an hour at least (pipeline.observe.window.RETAIN_S).
+SEND_TIME_MEMORY_S = 3600
 # A scale in one direction undone by one in the other within this long is a flap.
 FLAP_WINDOW_S = 300
 
@@ -28,6 +34,9 @@ class ClassRun:
     p99_s: float = 0.0
     refused: float = 0.0
     events: list = field(default_factory=list)  # (second, change in replicas)
+    # With scheduled sends: their lateness (lateness.scheduled_lateness), and the ready pods at each spike's first
+    # second (when its first reserved second comes, so the pool has or has not grown before it).
+    scheduled: dict | None = None
 
     @property
     def replica_seconds(self):
@@ -98,6 +107,40 @@ class BusySlots:
         return arrivals / min(now, self.window_s) * self.seconds_per_message
 
 
+class BusySlotsAhead:
+    """The exporter's ``busy_slots_ahead`` (``/scaler/<queue>?within=&span=``), from scheduled sends known ahead.
+
+    The most scheduled sends published in any ``span_s`` seconds of the next ``lookahead_s``, per second, × the
+    seconds of sending per message (none once the pool has sent nothing for SEND_TIME_MEMORY_S), plus the floor's
+    busy slots when the pool has a floor (the chart then reads ``busy_slots_ahead``, else ``scheduled_busy_slots``).
+    """
+
+    def __init__(self, counts, lookahead_s, span_s, mu, slots, with_floor, floor_window_s):
+        self._sums = np.concatenate(([0], np.cumsum(counts)))
+        self.lookahead_s, self.span_s = lookahead_s, span_s
+        self.seconds_per_message = slots / mu if mu > 0 else 0.0
+        self.with_floor = with_floor
+        self._served = SlidingSum(max(SEND_TIME_MEMORY_S, floor_window_s))
+
+    def push(self, now, served):
+        self._served.push(now, served)
+
+    def peak(self, now):
+        """The busiest ``span_s`` seconds of the look-ahead, per second: seconds int(now) to int(now + lookahead)."""
+        first = int(now)
+        last = min(int(now + self.lookahead_s), len(self._sums) - 2)
+        if last < first:
+            return 0.0
+        width = min(self.span_s, last - first + 1)
+        ends = self._sums[first + width : last + 2]
+        starts = self._sums[first : last + 2 - width]
+        return float((ends - starts).max()) / width
+
+    def read(self, now, busy_slots):
+        measured = self.seconds_per_message if self._served.total > 1e-9 else 0.0
+        return (busy_slots if self.with_floor else 0.0) + self.peak(now) * measured
+
+
 class Pods:
     """A Deployment's pods: each serves once its start-up delay has passed."""
 
@@ -137,15 +180,26 @@ def run_class(
     capacity=None,
     slots=1,
     floor_window_s=None,
+    scheduled=None,
 ):
     """Simulate one pool under ``policy``: ``scaling`` is its chart ``hpa.Scaling``, ``slots`` its concurrency.
 
     Latency is read over ``window_s``; busy slots over ``floor_window_s`` (the exporter's
-    ``--floor-window``), the latency window when None.
+    ``--floor-window``), the latency window when None. ``scheduled`` are the pool's scheduled sends among its
+    arrivals (a ``traces.Scheduled``): the scheduled trigger sees them coming, and the run reports their lateness.
     """
     seconds = len(arrivals)
     out = ClassRun(*(np.zeros(seconds) for _ in range(4)))
-    queue = FluidQueue(capacity)
+    queue = FluidQueue(capacity, track_starts=scheduled is not None)
+    floor_window_s = floor_window_s or window_s
+    target_s = scaling.target  # the latency target, before instant depth's twin turns it into a depth
+    if policy != SCHEDULED_POLICY:
+        scaling = replace(scaling, scheduled_target=None, scheduled_activation=None)
+    ahead = None
+    if scaling.scheduled_target is not None:
+        counts = scheduled.counts if scheduled is not None else np.zeros(seconds)
+        with_floor = scaling.floor_target is not None
+        ahead = BusySlotsAhead(counts, scaling.lookahead_s, scaling.span_s, mu, slots, with_floor, floor_window_s)
     if policy == "fixed_peak":
         controller, start = None, fixed
     else:
@@ -155,7 +209,7 @@ def run_class(
         start = scaling.min_replicas
     pods = Pods(start)
     window = SlidingMax(window_s)
-    busy = BusySlots(floor_window_s or window_s, mu, slots)
+    busy = BusySlots(floor_window_s, mu, slots)
     for second in range(seconds):
         now = second + 1.0
         ready = pods.ready(second)
@@ -164,15 +218,20 @@ def run_class(
         admitted = float(arrivals[second]) - (queue.refused - refused)
         latency = queue.oldest_age(now)
         windowed = window.push(now, latency)
-        busy_slots = busy.push(now, admitted, depth + admitted - queue.depth)
+        served = depth + admitted - queue.depth
+        busy_slots = busy.push(now, admitted, served)
+        if ahead is not None:
+            ahead.push(now, served)
         if controller is not None:
-            metric = windowed if policy == "windowed_latency" else queue.depth
+            metric = queue.depth if policy == "instant_depth" else windowed
             change = 0
-            # The capacity floor is read only where the scaling has that trigger (not instant depth).
-            if second % polling_s == polling_s - 1:
-                change = controller.poll(now, metric, busy_slots)
-            if second % HPA_SYNC_S == HPA_SYNC_S - 1:
-                change += controller.sync(now, metric, pods.ready(now), busy_slots)
+            polled, synced = second % polling_s == polling_s - 1, second % HPA_SYNC_S == HPA_SYNC_S - 1
+            # Each trigger is read only where the scaling has it (instant depth has neither the floor nor this).
+            looking = ahead.read(now, busy_slots) if ahead is not None and (polled or synced) else None
+            if polled:
+                change = controller.poll(now, metric, busy_slots, looking)
+            if synced:
+                change += controller.sync(now, metric, pods.ready(now), busy_slots, looking)
             if change:
                 pods.resize(now, controller.replicas, startup_s)
                 out.events.append((now, change))
@@ -182,14 +241,27 @@ def run_class(
         out.depth[second] = queue.depth
     out.p99_s = queue.percentile(99)
     out.refused = queue.refused
+    if scheduled is not None:
+        out.scheduled = {
+            **scheduled_lateness(queue.starts, scheduled, arrivals, target_s),
+            "ready_at_first_due": [int(out.ready[s]) for s in scheduled.spikes()],
+        }
     return out
 
 
-def simulate(trace, scaling, mu, *, startup_s=30, capacity=None, policies=POLICIES):
-    """Every policy over ``trace``: ``{policy: {class: ClassRun}}``."""
+def policies_for(trace):
+    """The policies a trace is run under: windowed latency with and without the scheduled trigger side by side
+    when it has scheduled sends."""
+    if not trace.scheduled:
+        return POLICIES
+    return (POLICIES[0], SCHEDULED_POLICY, *POLICIES[1:])
+
+
+def simulate(trace, scaling, mu, *, startup_s=30, capacity=None, policies=None):
+    """Every policy over ``trace`` (``policies_for(trace)`` by default): ``{policy: {class: ClassRun}}``."""
     sizes = fixed_sizes(trace, scaling, mu)
     runs = {}
-    for policy in policies:
+    for policy in policies or policies_for(trace):
         runs[policy] = {
             klass: run_class(
                 trace.arrivals[klass],
@@ -203,6 +275,7 @@ def simulate(trace, scaling, mu, *, startup_s=30, capacity=None, policies=POLICI
                 fixed=sizes[klass],
                 capacity=capacity,
                 slots=scaling.slots[klass],
+                scheduled=trace.scheduled.get(klass),
             )
             for klass in CLASSES
         }
@@ -223,4 +296,7 @@ def summarise(runs):
         }
         if any(r.refused for r in by_class.values()):
             summary[policy]["refused"] = {k: round(r.refused) for k, r in by_class.items()}
+        scheduled = {k: r.scheduled for k, r in by_class.items() if r.scheduled is not None}
+        if scheduled:
+            summary[policy]["scheduled"] = scheduled
     return summary

@@ -1,8 +1,9 @@
-"""Arrival traces: events per second per class, built in (incident, diurnal, monday, diurnal-incident) or from a CSV."""
+"""Arrival traces: events per second per class, built in (incident, diurnal, monday, diurnal-incident, top-of-hour)
+or from a CSV; a trace may carry scheduled sends, whose seconds are known before they come due."""
 
 import csv
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -12,12 +13,38 @@ CLASSES = ("critical", "routine", "background")
 MIX = {"critical": 0.06, "routine": 0.80, "background": 0.14}
 
 
+# Meetings start on the hour. Each has a reminder ten minutes before and one a minute before: (the second of the hour
+# the reminders are due, how many on average, the kind's schedule_window_s: how early each may go).
+HOURLY_REMINDERS = ((50 * 60, 4000, 120), (59 * 60, 1200, 30))
+# SLUICE_SCHEDULE's defaults for critical: 55 sends a second, 0.8 of them reservable.
+RESERVED_PER_S = 44
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    """A class's scheduled sends: ``counts[s]`` of them published at second ``s`` (their reserved second), each due
+    at ``send_at[s]`` (NaN where none); ``refused`` could not be scheduled (no room in their window)."""
+
+    counts: np.ndarray
+    send_at: np.ndarray
+    refused: int = 0
+
+    def spikes(self):
+        """The first second of each run of seconds that publish scheduled sends."""
+        busy = self.counts > 0
+        return [int(s) for s in np.flatnonzero(busy & ~np.concatenate(([False], busy[:-1])))]
+
+
 @dataclass(frozen=True)
 class Trace:
-    """Arrivals per second: ``arrivals[klass][s]`` events of that class arrive during second ``s``."""
+    """Arrivals per second: ``arrivals[klass][s]`` events of that class arrive during second ``s``.
+
+    ``scheduled[klass]`` are the scheduled sends among them (a ``Scheduled``), which a pool can see coming.
+    """
 
     name: str
     arrivals: dict
+    scheduled: dict = field(default_factory=dict)
 
     @property
     def seconds(self):
@@ -120,6 +147,47 @@ def diurnal_incident(seed=7, duration_s=86400):
     return Trace("diurnal-incident", _add_burst(rng, arrivals, at_s))
 
 
+def reserve(counts, send_at, due_s, sends, window_s, per_s):
+    """Reserve ``sends`` scheduled sends due at second ``due_s`` as Sluice does: the latest second first, at most
+    ``per_s`` a second, within the ``window_s`` seconds that end with ``due_s`` (in place). Returns those refused.
+
+    A second that holds sends due at another time is passed over, so each second's sends share one ``send_at``.
+    """
+    left = sends
+    for second in range(due_s, max(due_s - max(window_s, 1), -1), -1):
+        if left == 0:
+            break
+        if counts[second] and send_at[second] != due_s:
+            continue
+        take = min(per_s - int(counts[second]), left)
+        if take > 0:
+            counts[second] += take
+            send_at[second] = due_s
+            left -= take
+    return left
+
+
+def top_of_hour(seed=7, hours=3, rate=100.0, reminders=HOURLY_REMINDERS, reserved_per_s=RESERVED_PER_S):
+    """Meetings start on the hour: every hour critical reminders spike at :50 and :59, on an ordinary load.
+
+    The ordinary load is ``rate`` events/s (Poisson, split by MIX). The reminders are scheduled sends whose count
+    each hour is drawn around ``reminders``' means; each is reserved as Sluice reserves it (``reserve``), so it is
+    published at its reserved second, known from the moment it was scheduled: what the chart's scheduled trigger
+    reads on ``/scaler/<queue>``.
+    """
+    rng = np.random.default_rng(seed)
+    seconds = hours * 3600
+    arrivals = _poisson_by_mix(rng, np.full(seconds, rate))
+    counts = np.zeros(seconds, dtype=np.int64)
+    send_at = np.full(seconds, np.nan)
+    refused = 0
+    for hour in range(hours):
+        for at_s, mean, window_s in reminders:
+            refused += reserve(counts, send_at, hour * 3600 + at_s, int(rng.poisson(mean)), window_s, reserved_per_s)
+    arrivals["critical"] = arrivals["critical"] + counts
+    return Trace("top-of-hour", arrivals, {"critical": Scheduled(counts, send_at, refused)})
+
+
 def from_csv(path):
     """A trace from a CSV file with a header naming ``second`` and any of the class columns.
 
@@ -154,7 +222,13 @@ def from_csv(path):
     return Trace(path.stem, arrivals)
 
 
-BUILT_IN = {"incident": incident, "diurnal": diurnal, "monday": monday, "diurnal-incident": diurnal_incident}
+BUILT_IN = {
+    "incident": incident,
+    "diurnal": diurnal,
+    "monday": monday,
+    "diurnal-incident": diurnal_incident,
+    "top-of-hour": top_of_hour,
+}
 
 
 def load(name, seed=7):

@@ -46,3 +46,21 @@ def test_a_slower_pool_waits_longer(tmp_path):
 def test_the_admission_bound_is_reported(tmp_path):
     summary = run_command(tmp_path, "--trace", "incident", "--admission")
     assert summary["windowed_latency"]["refused"]["routine"] > 0
+
+
+def test_the_top_of_hour_trace_runs_the_pools_with_and_without_the_scheduled_trigger_side_by_side(tmp_path, capsys):
+    summary = run_command(tmp_path, "--trace", "top-of-hour")
+    assert list(summary) == ["windowed_latency", "windowed_scheduled", "instant_depth", "fixed_peak"]
+    ahead, behind = summary["windowed_scheduled"], summary["windowed_latency"]
+    minimum = yaml.safe_load(config.CHART_VALUES.read_text())["workers"]["critical"]["autoscaling"]["minReplicas"]
+    # Every :50 spike finds the pool grown with the trigger, and at its minimum without it (the :59 spike finds it
+    # still up from the :50 one's scale-up on latency).
+    assert min(ahead["scheduled"]["critical"]["ready_at_first_due"]) > minimum
+    assert behind["scheduled"]["critical"]["ready_at_first_due"][::2] == [minimum] * 3
+    assert ahead["scheduled"]["critical"]["late"] == 0 < behind["scheduled"]["critical"]["late"]
+    assert ahead["flaps"] == 0
+    assert ahead["p99_s"]["critical"] < behind["p99_s"]["critical"]
+    out = capsys.readouterr().out
+    assert "windowed_scheduled" in out
+    assert "scheduled critical:" in out
+    assert (tmp_path / "autoscale-top-of-hour.png").read_bytes().startswith(PNG_MAGIC)

@@ -47,7 +47,7 @@ def test_the_diurnal_incident_is_the_days_traffic_plus_the_incidents_burst():
 
 
 def test_built_in_traces_load_by_name():
-    assert set(traces.BUILT_IN) == {"incident", "diurnal", "monday", "diurnal-incident"}
+    assert set(traces.BUILT_IN) == {"incident", "diurnal", "monday", "diurnal-incident", "top-of-hour"}
     assert traces.load("diurnal-incident", seed=3).name == "diurnal-incident"
 
 

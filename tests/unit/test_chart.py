@@ -236,7 +236,8 @@ def test_scaled_objects_scale_on_windowed_latency_and_a_capacity_floor(objects, 
         pool = values["workers"][klass]
         auto = pool["autoscaling"]
         assert auto["capacityFloor"]["enabled"]  # on in every ci case
-        latency, floor = obj["spec"]["triggers"]
+        # A third, the scheduled trigger, where it is on: tests/unit/test_chart_scheduled.py.
+        latency, floor, *_scheduled = obj["spec"]["triggers"]
         # Latency does not divide across pods (Value); busy slots do (AverageValue).
         assert (latency["name"], latency["metricType"]) == ("latency", "Value")
         assert (floor["name"], floor["metricType"]) == ("busy-slots", "AverageValue")
@@ -292,7 +293,8 @@ def test_the_capacity_floor_can_be_switched_off():
         {"workers": {"critical": {"autoscaling": {"capacityFloor": {"enabled": False, "targetUtilization": 0.7}}}}}
     )
     critical = named(objects, "ScaledObject", f"{FULLNAME}-worker-critical")
-    assert [t["name"] for t in critical["spec"]["triggers"]] == ["latency"]
+    # Critical's scheduled trigger stays, on the scheduled slots alone (tests/unit/test_chart_scheduled.py).
+    assert [t["name"] for t in critical["spec"]["triggers"]] == ["latency", "scheduled"]
     routine = named(objects, "ScaledObject", f"{FULLNAME}-worker-routine")
     assert [t["name"] for t in routine["spec"]["triggers"]] == ["latency", "busy-slots"]
 

@@ -124,6 +124,19 @@ app.kubernetes.io/part-of: sluice
 {{- fail "config.softShutdownSeconds must be below workers.terminationGracePeriodSeconds, so Celery requeues before the kubelet's SIGKILL" }}
 {{- end }}
 {{- range $class := list "critical" "routine" "background" }}
+{{- $auto := (index $w $class).autoscaling }}
+{{- if and $.Values.keda.enabled $auto.scheduled $auto.scheduled.enabled }}
+{{- if not $.Values.exporter.enabled }}
+{{- fail (printf "workers.%s.autoscaling.scheduled reads the exporter's /scaler endpoint: enable exporter, or set workers.%s.autoscaling.scheduled.enabled=false" $class $class) }}
+{{- end }}
+{{- $within := include "sluice.seconds" $auto.scheduled.lookAhead | int }}
+{{- if gt $within 3600 }}
+{{- fail (printf "workers.%s.autoscaling.scheduled.lookAhead must be at most 1h: Redis stages the scheduled sends of the next hour (SLUICE_SCHEDULE's staged_s), and the exporter looks no further" $class) }}
+{{- end }}
+{{- if lt (float64 $within) (float64 $auto.targetLatencySeconds) }}
+{{- fail (printf "workers.%s.autoscaling.scheduled.lookAhead must be at least targetLatencySeconds, the span whose busiest seconds it scales for" $class) }}
+{{- end }}
+{{- end }}
 {{- range $arg := (index $w $class).args }}
 {{- if or (eq $arg "-c" "--concurrency") (hasPrefix "--concurrency=" $arg) }}
 {{- fail (printf "workers.%s.args must not set --concurrency: set workers.%s.concurrency, which the capacity floor counts on" $class $class) }}

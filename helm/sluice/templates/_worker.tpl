@@ -170,5 +170,25 @@ spec:
         activationTargetValue: {{ $perPod | quote }}
     {{- end }}
     {{- end }}
+    {{- /* The scheduled trigger: the busy slots the pool will need when the busiest span of the scheduled sends
+    due within the look-ahead comes due (the exporter's JSON whatever keda.trigger says: a per-second peak is no
+    Prometheus series). The span is the pool's latency target: draining the busiest T seconds of them at their own
+    rate keeps each one's wait near T. With the floor on it adds the floor's busy slots, and with nothing scheduled
+    it then reads what the floor reads: at a utilization no lower than the floor's it changes nothing. */}}
+    {{- $sched := $auto.scheduled }}
+    {{- if and $sched $sched.enabled }}
+    {{- $within := include "sluice.seconds" $sched.lookAhead | int }}
+    {{- $span := max 1 (ceil $auto.targetLatencySeconds | int) }}
+    {{- $schedPerPod := toString (mulf (index $root.Values.workers .class).concurrency $sched.targetUtilization) }}
+    - type: metrics-api
+      name: scheduled
+      metricType: AverageValue
+      metadata:
+        url: {{ printf "%s?within=%d&span=%d" (include "sluice.scalerUrl" .) $within $span | quote }}
+        format: json
+        valueLocation: {{ ternary "busy_slots_ahead" "scheduled_busy_slots" $floor.enabled | quote }}
+        targetValue: {{ $schedPerPod | quote }}
+        activationTargetValue: {{ $schedPerPod | quote }}
+    {{- end }}
 {{- end }}
 {{- end }}

@@ -1,4 +1,5 @@
-"""manage.py simulate_autoscale: windowed-latency KEDA scaling vs instant depth vs a fixed peak pool."""
+"""manage.py simulate_autoscale: windowed-latency KEDA scaling (with and without the scheduled trigger on a trace of
+scheduled sends) vs instant depth vs a fixed peak pool."""
 
 import json
 from pathlib import Path
@@ -11,7 +12,8 @@ from sluice_tools.autoscale import config, plot, seeds_report, sim, traces
 class Command(BaseCommand):
     help = (
         "Simulate the worker pools under the chart's KEDA/HPA settings (helm/sluice/values.yaml) and compare "
-        "scaling on windowed latency, on instant depth, and a fixed pool sized for the peak."
+        "scaling on windowed latency (with and without the scheduled trigger, on a trace of scheduled sends), "
+        "on instant depth, and a fixed pool sized for the peak."
     )
 
     def add_arguments(self, parser):
@@ -80,7 +82,8 @@ class Command(BaseCommand):
             return
         runs = sim.simulate(trace, scaling, mu, startup_s=options["startup_s"], capacity=capacity)
         summary = sim.summarise(runs)
-        png = plot.plot(runs, scaling, out / f"autoscale-{trace.name}.png", self._title(trace, mu))
+        marks = {klass: due.spikes() for klass, due in trace.scheduled.items()}
+        png = plot.plot(runs, scaling, out / f"autoscale-{trace.name}.png", self._title(trace, mu), marks)
         if options["json_path"]:
             Path(options["json_path"]).write_text(json.dumps(summary, indent=2) + "\n")
         self._report(trace, scaling, mu, summary, png)
@@ -138,8 +141,14 @@ class Command(BaseCommand):
         for policy, row in summary.items():
             p99 = ", ".join(f"{k} {v:g} s" for k, v in row["p99_s"].items())
             self.stdout.write(
-                f"{policy:17s} p99 [{p99}]  replica-seconds {row['replica_seconds']}  flaps {row['flaps']}"
+                f"{policy:18s} p99 [{p99}]  replica-seconds {row['replica_seconds']}  flaps {row['flaps']}"
             )
+            for klass, due in row.get("scheduled", {}).items():
+                ready = ", ".join(map(str, due["ready_at_first_due"]))
+                self.stdout.write(
+                    f"{'':18s} scheduled {klass}: {due['sends']} sends, lateness p99 {due['p99_s']:g} s, "
+                    f"max {due['max_s']:g} s, {due['late']} late; ready pods at each spike's first second: {ready}"
+                )
         self.stdout.write(f"plot: {png}")
 
     @staticmethod
