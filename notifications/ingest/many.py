@@ -14,8 +14,6 @@ from notifications.outcome import Outcome
 
 # The most users one request names: beyond it, one request per batch of users (each a bounded amount of work).
 MAX_USERS = 1000
-# Room in a request's body for the users: a UUID primary key, quoted, with its comma.
-BYTES_PER_USER = 40
 
 
 class BadUsers(ValueError):

@@ -75,7 +75,7 @@ class Refusal(Exception):
 
 def body_limit():
     """The largest request body read, in bytes."""
-    return 2 * sluice_settings().max_payload_bytes + BODY_MARGIN_BYTES + many.MAX_USERS * many.BYTES_PER_USER
+    return 2 * sluice_settings().max_payload_bytes + BODY_MARGIN_BYTES
 
 
 @csrf_exempt  # Safe because only the Authorization header authenticates: a browser never sends it by itself.
