@@ -13,7 +13,7 @@ from collections import Counter
 from django.contrib.auth import get_user_model
 from django.test import override_settings
 
-from notifications import Rejected, notify
+from notifications import Rejected, notify, notify_many
 from notifications.delivery.tasks import send_tasks
 from pipeline.broker.depth import snapshot
 from pipeline.conf import CLASSES
@@ -33,8 +33,16 @@ SLUICE_POOLS = {"critical": 6, "routine": 4, "background": 2}
 TARGET_DRAIN_S = 37
 PRIORITY = {"critical": 0, "routine": 6, "background": 9}  # kombu's Redis steps: 0 is served first
 CONFIGS = ("naive", "celery_priority", "sluice")
+# With --fanout: Sluice again, its producers calling notify_many() for what one action sends to many people.
+FANOUT_CONFIG = "sluice_many"
+# Events of one kind and entity for several users within this long are one action: one notify_many() call.
+ACTION_WINDOW_S = 1.0
 DRAIN_EVERY_S = 5  # the overflow drain's PeriodicTask (digest/migrations/0002_beat_schedule.py)
 UNBOUNDED = {k: {"capacity": 1_000_000, "ceiling": 1_000_000} for k in CLASSES}
+
+
+def is_sluice(config):
+    return config in ("sluice", FANOUT_CONFIG)
 
 
 def pool_rate(slots):
@@ -55,7 +63,7 @@ def settings_for(config, flush_interval_s, scale=1.0):
     return {
         "SLUICE_CHANNELS": {name: provider for name in ("email", "sms", "push")},
         "SLUICE_KINDS": {name: {**kind, "channels": ["push"]} for name, kind in DEMO_KINDS.items()},
-        "SLUICE_QUEUES": sluice_queues(scale) if config == "sluice" else UNBOUNDED,
+        "SLUICE_QUEUES": sluice_queues(scale) if is_sluice(config) else UNBOUNDED,
         "SLUICE_DIGEST": {"flush_interval_s": flush_interval_s, "max_keys": 200},
     }
 
@@ -88,7 +96,7 @@ def worker_env(conf, database_url=None):
 
 
 def start_workers(config, redis_url, env):
-    if config == "sluice":
+    if is_sluice(config):
         pools = SLUICE_POOLS.items()
     else:
         pools = [("routine", SLOTS)]  # one queue, every class on it, as a user would set it up
@@ -102,7 +110,13 @@ def start_workers(config, redis_url, env):
 
 def publish(config, user, klass, kind, entity, outcomes):
     payload = {"t0": time.time(), "title": entity}
-    if config == "sluice":
+    if isinstance(user, list):
+        result = notify_many(user, kind, entity_id=entity, payload=payload)
+        for outcome, n in result.counts.items():
+            outcomes[klass, str(outcome)] += n
+        outcomes[klass, "rejected"] += len(result.rejected)
+        return
+    if is_sluice(config):
         try:
             outcomes[klass, str(notify(user, kind, entity_id=entity, payload=payload))] += 1
         except Rejected:
@@ -121,10 +135,28 @@ def publish(config, user, klass, kind, entity, outcomes):
     outcomes[klass, "accepted"] += 1
 
 
+def actions(schedule, window_s):
+    """``schedule`` with the events of one kind and entity for several users within ``window_s`` of the first
+    made one action: (offset of the first, class, kind, [users], entity), published by one notify_many(). What
+    concerns one person (a routine event about their own task) stays one notify()."""
+    grouped, open_actions = [], {}
+    for offset, klass, kind, user, entity in schedule:
+        key = (kind, entity)
+        found = open_actions.get(key)
+        # A user twice in one window is two events: the second starts the next action (every event is kept).
+        if found is not None and offset - found[0] <= window_s and user not in found[3]:
+            found[3].append(user)
+            continue
+        action = [offset, klass, kind, [user], entity]
+        open_actions[key] = action
+        grouped.append(action)
+    return [tuple(a) if len(a[3]) > 1 else (a[0], a[1], a[2], a[3][0], a[4]) for a in grouped]
+
+
 def beat(config, flush, drain, next_flush, next_drain, flush_interval_s):
     """Send what django-celery-beat's two PeriodicTasks send, on their schedule (the flush every interval,
     the drain every 5 s); return the next due times."""
-    if config == "sluice":
+    if is_sluice(config):
         now = time.time()
         if now >= next_flush:
             flush.apply_async(kwargs={"trigger": "beat"})
@@ -137,7 +169,7 @@ def beat(config, flush, drain, next_flush, next_drain, flush_interval_s):
 
 def drained(client, config):
     depths = snapshot(client)
-    if config != "sluice":
+    if not is_sluice(config):
         # The baselines use one queue; a beat running beside them (the demo's) only fills critical.
         return depths["routine"]["depth"] == 0
     if sum(v["depth"] for v in depths.values()):
@@ -159,13 +191,15 @@ def run_config(config, redis_url, scale, flush_interval_s, progress=None, max_dr
     conf = settings_for(config, flush_interval_s, scale)
     env = worker_env(conf, database_url)
     sampler = Sampler()
-    outcomes = Counter()
+    outcomes, calls = Counter(), 0
     users = {pk: get_user_model()(pk=pk) for pk in range(1, traffic.PARTICIPANTS + 1)}
     warmup = 5.0
     burst_s = traffic.BURST_SECONDS * scale
     schedule = sorted(
         traffic.background(warmup + burst_s + 30) + [(warmup + t, *rest) for t, *rest in traffic.burst(scale)]
     )
+    if config == FANOUT_CONFIG:
+        schedule = actions(schedule, ACTION_WINDOW_S * scale)
     with override_settings(**conf):
         workers = start_workers(config, redis_url, env)
         try:
@@ -180,7 +214,9 @@ def run_config(config, redis_url, scale, flush_interval_s, progress=None, max_dr
                 delay = started + offset - time.time()
                 if delay > 0:
                     time.sleep(delay)
-                publish(config, users[user], klass, kind, entity, outcomes)
+                named = [users[u] for u in user] if isinstance(user, list) else users[user]
+                publish(config, named, klass, kind, entity, outcomes)
+                calls += 1
                 next_flush, next_drain = beat(config, flush, drain, next_flush, next_drain, flush_interval_s)
                 if progress and time.time() >= next_report:
                     progress(config, time.time() - started, sampler.points[-1] if sampler.points else {})
@@ -203,6 +239,7 @@ def run_config(config, redis_url, scale, flush_interval_s, progress=None, max_dr
         "samples": sampler.points,
         "redis_peak_bytes": sampler.peak_memory,
         "drained": drained(client, config),
+        "calls": calls,
     }
 
 
@@ -241,7 +278,7 @@ def summarize(config, raw):
     for klass in CLASSES:
         mine = [r for r in records if r["class"] == klass]
         latencies = [(r["started"] - r["t0"]) * 1000 for r in mine if r["t0"]]
-        queue = klass if config == "sluice" else "routine"
+        queue = klass if is_sluice(config) else "routine"
         singles = sum(1 for r in mine if not r["id"].startswith("digest-"))
         in_digests = sum(r["count"] for r in mine if r["id"].startswith("digest-"))
         total = sum(v for (k, _), v in outcomes.items() if k == klass)

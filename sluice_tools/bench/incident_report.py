@@ -13,6 +13,7 @@ LABELS = {
     "naive": "(a) naive: one unbounded FIFO",
     "celery_priority": "(b) Celery priorities on one queue",
     "sluice": "(c) Sluice",
+    "sluice_many": "(d) Sluice, notify_many",
 }
 
 
@@ -74,6 +75,16 @@ def markdown(result, checks, plot_name, meta):
         f"- critical p99, naive / Sluice: **{ratios['naive_over_sluice_critical_p99']}x**",
         f"- critical p99, Celery priorities / Sluice: **{ratios['priority_over_sluice_critical_p99']}x**",
         f"- Sluice critical p99 / idle floor p99: **{ratios['sluice_critical_p99_over_idle_floor']}x**",
+        *(
+            [
+                f"- with notify_many: critical p99 {ratios['fanout_critical_p99_ms']} ms against "
+                f"{ratios['one_by_one_critical_p99_ms']} ms one by one; routine events per message "
+                f"{ratios['fanout_events_per_message']} against {ratios['one_by_one_events_per_message']}; "
+                f"{ratios['fanout_calls']} producer calls against {ratios['one_by_one_calls']}"
+            ]
+            if "fanout_critical_p99_ms" in ratios
+            else []
+        ),
         "",
         "| target | measured | holds |",
         "|---|---|---|",
@@ -98,13 +109,14 @@ def plot(raws, path):
                 color=COLORS[klass],
                 label=klass,
             )
-            queue = klass if name == "sluice" else "routine"
-            if name == "sluice" or klass == "routine":
+            sluice = name.startswith("sluice")
+            queue = klass if sluice else "routine"
+            if sluice or klass == "routine":
                 bottom.plot(
                     [p["t"] - start for p in raw["samples"]],
                     [p[queue] for p in raw["samples"]],
                     color=COLORS[klass],
-                    label=queue if name == "sluice" else "the one queue",
+                    label=queue if sluice else "the one queue",
                 )
         top.set_yscale("symlog", linthresh=0.1)
         top.set_title(LABELS[name])

@@ -13,7 +13,7 @@ from sluice_tools.bench import incident, incident_report, traffic
 from .common import fresh_database
 
 
-def run(redis_url, scale, out, flush_interval_s, stdout):
+def run(redis_url, scale, out, flush_interval_s, stdout, fanout=False):
     """Measure, write ``out``/bench.{md,json,png}, and return the JSON result."""
     flush_interval_s = int(flush_interval_s or max(15, round(60 * scale)))
     out = Path(out)
@@ -30,7 +30,7 @@ def run(redis_url, scale, out, flush_interval_s, stdout):
     floor = incident.idle_floor(redis_url, database_url=database_url)
     stdout.write(f"  p50 {floor['p50']} ms, p99 {floor['p99']} ms")
     raws, configs = {}, {}
-    for name in incident.CONFIGS:
+    for name in (*incident.CONFIGS, *((incident.FANOUT_CONFIG,) if fanout else ())):
         stdout.write(f"{name}: replaying the incident at scale {scale}")
         raws[name] = incident.run_config(name, redis_url, scale, flush_interval_s, progress, database_url=database_url)
         configs[name] = incident.summarize(name, raws[name])
@@ -54,6 +54,16 @@ def run(redis_url, scale, out, flush_interval_s, stdout):
         "scale": scale,
         "flush_interval_s": flush_interval_s,
     }
+    if fanout:
+        many, one = configs[incident.FANOUT_CONFIG], configs["sluice"]
+        result["ratios"].update(
+            fanout_critical_p99_ms=many["critical"]["p99_ms"],
+            one_by_one_critical_p99_ms=one["critical"]["p99_ms"],
+            fanout_events_per_message=many["routine"]["events_per_message"],
+            one_by_one_events_per_message=one["routine"]["events_per_message"],
+            fanout_calls=raws[incident.FANOUT_CONFIG]["calls"],
+            one_by_one_calls=raws["sluice"]["calls"],
+        )
     queues = incident.sluice_queues(scale)
     capacity = {k: queues[k]["capacity"] for k in CLASSES}
     drain_s = incident.TARGET_DRAIN_S * scale

@@ -50,6 +50,11 @@ class Command(BaseCommand):
         incident.add_argument("--scale", type=float, default=1.0, help="fraction of the burst (0.25 for a quick run)")
         incident.add_argument("--out", default="bench-out", help="folder for the markdown, JSON and PNG report")
         incident.add_argument(
+            "--fanout",
+            action="store_true",
+            help="a fourth run: Sluice with notify_many() for what one action sends to many people",
+        )
+        incident.add_argument(
             "--flush-interval",
             type=float,
             default=None,
@@ -209,10 +214,10 @@ class Command(BaseCommand):
         )
         return result
 
-    def bench_incident(self, redis_url, scale, out, flush_interval, **options):
+    def bench_incident(self, redis_url, scale, out, flush_interval, fanout=False, **options):
         from sluice_tools.bench import incident_run
 
-        return incident_run.run(redis_url, scale, out, flush_interval, self.stdout)
+        return incident_run.run(redis_url, scale, out, flush_interval, self.stdout, fanout)
 
     def bench_preferences(self, redis_url, **options):
         from sluice_tools.bench import preferences_put
