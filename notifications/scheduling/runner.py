@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, close_old_connections, connection
 from redis.exceptions import RedisError
 
 from pipeline import housekeeping
@@ -46,6 +46,15 @@ def start(**kwargs):
 
 def run(klass, stop=None, tick_s=TICK_S):
     """A class's mover loop, until ``stop`` (a threading.Event) is set."""
+    try:
+        _loop(klass, stop, tick_s)
+    finally:
+        # The thread's own database connection: closed with the thread, not left to the garbage collector (a
+        # PostgreSQL session left open holds its database).
+        connection.close()
+
+
+def _loop(klass, stop, tick_s):
     staged_at = 0.0
     while stop is None or not stop.is_set():
         try:
