@@ -15,6 +15,7 @@ from notifications.channels.console import ConsoleChannel
 from notifications.channels.email import EmailChannel
 from notifications.channels.webhook import WebhookChannel, sign
 from sluice_tools.redis_server import free_port
+from tests.smtp_capture import smtp_capture
 
 
 def message(user_id=1, **overrides):
@@ -34,19 +35,8 @@ def message(user_id=1, **overrides):
 
 @pytest.fixture
 def smtp_server():
-    from aiosmtpd.controller import Controller
-
-    received = []
-
-    class Handler:
-        async def handle_DATA(self, server, session, envelope):
-            received.append(envelope)
-            return "250 OK"
-
-    controller = Controller(Handler(), hostname="127.0.0.1", port=free_port())
-    controller.start()
-    yield controller, received
-    controller.stop()
+    with smtp_capture(parse=False) as server:
+        yield server
 
 
 def test_email_goes_through_smtp(smtp_server, user, settings):

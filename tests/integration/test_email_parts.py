@@ -3,8 +3,6 @@ and the one-click unsubscribe headers exactly when its kind is not mandatory: se
 SMTP server (an instant email of each class, a mandatory one, a user's digest, a single fold's digest, a background
 collapse), the coarser digests of a fold store under pressure, and the anymail channel."""
 
-import email
-import email.policy
 import time
 
 import pytest
@@ -18,7 +16,7 @@ from notifications.channels.esp import AnymailChannel
 from notifications.delivery.messages import messages_of
 from pipeline.celery import app
 from pipeline.sending.endings import Attempt
-from sluice_tools.redis_server import free_port
+from tests.smtp_capture import smtp_capture
 from tests.waiting import settled, wait_for
 
 EMAIL = "notifications.channels.email.EmailChannel"
@@ -35,21 +33,10 @@ KINDS = {
 
 @pytest.fixture
 def smtp(settings):
-    from aiosmtpd.controller import Controller
-
-    received = []
-
-    class Handler:
-        async def handle_DATA(self, server, session, envelope):
-            received.append(email.message_from_bytes(envelope.content, policy=email.policy.default))
-            return "250 OK"
-
-    controller = Controller(Handler(), hostname="127.0.0.1", port=free_port())
-    controller.start()
-    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-    settings.EMAIL_HOST, settings.EMAIL_PORT = controller.hostname, controller.port
-    yield received
-    controller.stop()
+    with smtp_capture() as (controller, received):
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT = controller.hostname, controller.port
+        yield received
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ and then reloaded, the inbox page, the bell with its "See all" and "Settings" li
 Sluice's own project under the chart's gunicorn command, real workers, a real SMTP server. Screenshots of each go to
 docs/screenshots/."""
 
-import email
-import email.policy
 import json
 import os
 import subprocess
@@ -14,7 +12,7 @@ import sys
 import pytest
 
 from sluice_tools.processes import ROOT, WorkerProcess
-from sluice_tools.redis_server import free_port
+from tests.smtp_capture import smtp_capture
 from tests.system.test_inbox_bell import SHOTS, browser
 from tests.system.test_web_server import deployed_web, up
 from tests.waiting import settled, wait_for
@@ -65,19 +63,8 @@ FLUSH = "from digest.flush import run_flush; run_flush('test')"
 
 @pytest.fixture
 def smtp():
-    from aiosmtpd.controller import Controller
-
-    received = []
-
-    class Handler:
-        async def handle_DATA(self, server, session, envelope):
-            received.append(email.message_from_bytes(envelope.content, policy=email.policy.default))
-            return "250 OK"
-
-    controller = Controller(Handler(), hostname="127.0.0.1", port=free_port())
-    controller.start()
-    yield controller, received
-    controller.stop()
+    with smtp_capture() as server:
+        yield server
 
 
 def shell(env, code):

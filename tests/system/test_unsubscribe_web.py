@@ -5,8 +5,6 @@ email: the next notify() of it goes out by push only. A GET of the URL, a token 
 user's payload under this signature, and a token of a mandatory kind change nothing; a mandatory kind's email has no
 header at all."""
 
-import email
-import email.policy
 import http.client
 import json
 import os
@@ -20,7 +18,7 @@ import pytest
 from notifications import unsubscribe_links as links
 from sluice_tools.demo_kinds import DEMO_KINDS
 from sluice_tools.processes import ROOT, WorkerProcess
-from sluice_tools.redis_server import free_port
+from tests.smtp_capture import smtp_capture
 from tests.system.test_web_server import deployed_web, up
 from tests.waiting import settled, wait_for
 
@@ -42,19 +40,8 @@ ONE_CLICK = b"List-Unsubscribe=One-Click"
 
 @pytest.fixture
 def smtp():
-    from aiosmtpd.controller import Controller
-
-    received = []
-
-    class Handler:
-        async def handle_DATA(self, server, session, envelope):
-            received.append(email.message_from_bytes(envelope.content, policy=email.policy.default))
-            return "250 OK"
-
-    controller = Controller(Handler(), hostname="127.0.0.1", port=free_port())
-    controller.start()
-    yield controller, received
-    controller.stop()
+    with smtp_capture() as server:
+        yield server
 
 
 def call(port, method, path, body=None, headers=None):
