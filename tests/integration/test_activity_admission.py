@@ -40,9 +40,10 @@ def test_an_accepted_event_is_one_entry_written_in_admissions_own_step(redis_cli
     )
     assert evalsha_calls(redis_client) == before + 1
     # No XADD of its own: the one script wrote it.
-    assert redis_client.info("commandstats").get("cmdstat_xadd", {}).get("calls", 0) == commands.get(
-        "cmdstat_xadd", {}
-    ).get("calls", 0) + 1
+    assert (
+        redis_client.info("commandstats").get("cmdstat_xadd", {}).get("calls", 0)
+        == commands.get("cmdstat_xadd", {}).get("calls", 0) + 1
+    )
     [entry] = entries(redis_client)
     assert entry == activity_fields.Entry(
         str(user.pk), "task.comment", "t1", entry.notification, "routine", "accepted", title="Q3 plan"
