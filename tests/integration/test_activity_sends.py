@@ -18,7 +18,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 @pytest.fixture
 def worker(redis_client, settings, monkeypatch):
     """An in-process worker on every queue, one slot, scripted channels, retries without waiting."""
-    settings.SLUICE_CHANNELS = {name: {"backend": "tests.scripted.ScriptedChannel"} for name in ("email", "sms", "push")}
+    settings.SLUICE_CHANNELS = {
+        name: {"backend": "tests.scripted.ScriptedChannel"} for name in ("email", "sms", "push")
+    }
     monkeypatch.setattr("pipeline.sending.endings.MAX_BACKOFF_S", 0)
     scripted.reset()
     with start_worker(
@@ -49,10 +51,12 @@ def test_a_sent_message_is_its_admission_then_one_sent_entry_per_channel(worker,
     assert (accepted.outcome, accepted.title) == ("accepted", "Daily")
     assert sorted((e.outcome, e.channel) for e in sent) == [("sent", "email"), ("sent", "push")]
     assert {e.notification for e in sent} == {accepted.notification}
-    assert {(e.user, e.kind, e.entity, e.klass) for e in sent} == {(str(user.pk), "meeting.reminder", "m-1", "critical")}
+    assert {(e.user, e.kind, e.entity, e.klass) for e in sent} == {
+        (str(user.pk), "meeting.reminder", "m-1", "critical")
+    }
 
 
-@pytest.mark.expected_errors()
+@pytest.mark.expected_errors
 def test_retries_then_the_dead_letters_are_entries_with_their_error_and_reason(worker, user, redis_client):
     worker.plan["email"] = ["transient"] * 6
     notify(user, "meeting.invitation", entity_id="m-1")
