@@ -129,3 +129,20 @@ def record(client, entry):
     except RedisError as exc:
         # The step itself stands; only its line in the log is missing (rare: the class's Redis just answered).
         logger.warning("activity: an entry (%s) was not recorded: %s", entry.outcome, type(exc).__name__)
+
+
+# The drain's bookkeeping on each Redis (keys.activity_drained): the last stream id it stored, and how many in all.
+DRAINED_LAST, DRAINED_COUNT = "last", "count"
+
+
+def dropped(client):
+    """How many entries the buffer on ``client`` trimmed before the drain stored them: added (XINFO STREAM's
+    entries-added, Redis 7) - drained - still in the stream. None without a stream, or on a Redis before 7."""
+    # One MULTI: a drain's batch (stored, counted and trimmed in one MULTI of its own) is on one side of it.
+    pipe = client.pipeline(transaction=True)
+    pipe.hget(keys.activity_drained(), DRAINED_COUNT)
+    pipe.xinfo_stream(keys.activity())
+    drained, info = pipe.execute(raise_on_error=False)
+    if isinstance(info, Exception) or info.get("entries-added") is None:
+        return None  # no stream yet, or a Redis before 7
+    return max(0, int(info["entries-added"]) - int(drained or 0) - int(info["length"]))
