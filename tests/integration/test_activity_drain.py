@@ -11,6 +11,7 @@ from notifications import notify
 from notifications.activity import tasks
 from notifications.activity.models import ActivityEntry
 from pipeline import activity_fields, housekeeping
+from pipeline.observe.exporter import SluiceCollector
 from pipeline.redis import keys
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
@@ -73,6 +74,9 @@ def test_what_the_bound_trimmed_before_the_drain_is_counted_dropped(redis_client
     tasks.drain()
     assert ActivityEntry.objects.count() == 50 + length
     assert activity_fields.dropped(redis_client) == 1000 - length
+    served = {family.name: family for family in SluiceCollector(120).collect()}
+    [sample] = served["sluice_activity_dropped"].samples
+    assert (sample.labels, sample.value) == ({"scope": "critical"}, 1000 - length)
 
 
 def test_the_prune_deletes_past_the_retention_and_a_user_takes_their_log_along(redis_client, user, settings):
