@@ -5,6 +5,7 @@ import json
 import re
 from datetime import timedelta
 
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -34,10 +35,13 @@ def parse_since(text):
     return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, timezone.get_default_timezone())
 
 
-def timeline(user_id, kind="", channel="", outcome="", since=None, limit=100):
+def timeline(user_id, kind="", channel="", outcome="", since=None, limit=100, before=None):
     """A user's entries, newest first, narrowed by kind, channel, outcome and time, at most ``limit``
-    (MAX_LIMIT)."""
+    (MAX_LIMIT); ``before``, an entry's (at, id), pages on: only the entries after it in that order."""
     rows = ActivityEntry.objects.filter(user_id=user_id)
+    if before is not None:
+        at, pk = before
+        rows = rows.filter(Q(at__lt=at) | Q(at=at, pk__lt=pk))
     if kind:
         rows = rows.filter(kind=kind)
     if channel:

@@ -29,7 +29,7 @@ SAYINGS = {
         "Waiting in the overflow: the %(klass)s queue was full and %(user)s chose instant delivery"
     ),
     f.THROTTLED: _("Held back by the throttle of %(kind)s: folded into the digest"),
-    f.SUPPRESSED: _("Not sent: %(user)s turned %(what)s off"),
+    f.SUPPRESSED: _("Not sent: %(user)s turned %(what)s off%(since)s"),
     (f.REJECTED, "full"): _(
         "Rejected: the %(klass)s queue stayed full for the whole wait; the caller was told to retry in %(detail)s s"
     ),
@@ -116,8 +116,9 @@ class Words:
         return f"{shown} {self.zone().key}"
 
     def what_off(self, kind):
-        """Which of the user's choices turned ``kind`` off, most specific first: "task.comment on email (since 2 Dec)",
-        "the category tasks", "every kind"; the kind itself when no row says so any more."""
+        """Which of the user's choices turned ``kind`` off, most specific first, and since when: ("task.comment on
+        email", " on 02 Dec"), ("the category tasks", ...), ("every kind", ...); (the kind, "") when no row says so
+        any more."""
         if self._off is None:
             preference = apps.get_model("sluice_notifications", "Preference")
             self._off = list(
@@ -140,8 +141,8 @@ class Words:
                 channels = sorted({row["channel"] for row in rows if row["channel"]})
                 on = _(" on %(channels)s") % {"channels": ", ".join(channels)} if channels else ""
                 since = max(row["updated_at"] for row in rows).astimezone(self.zone()).strftime("%d %b")
-                return _("%(what)s%(on)s on %(since)s") % {"what": label, "on": on, "since": since}
-        return kind
+                return f"{label}{on}", _(" on %(day)s") % {"day": since}
+        return kind, ""
 
     def say(self, entry):
         """One entry (an ActivityEntry) in a sentence."""
@@ -160,6 +161,7 @@ class Words:
             "through": "",
             "until": "",
             "what": "",
+            "since": "",
         }
         if outcome == f.SENT and entry.provider:
             fields["through"] = _(" through %(provider)s") % {"provider": entry.provider}
@@ -168,7 +170,7 @@ class Words:
         if outcome in (f.DEFERRED, f.SCHEDULED, f.MOVED) and _is_number(entry.detail):
             fields["until"] = self.when(entry.detail)
         if outcome == f.SUPPRESSED:
-            fields["what"] = self.what_off(entry.kind)
+            fields["what"], fields["since"] = self.what_off(entry.kind)
         return saying % fields
 
 
@@ -178,3 +180,23 @@ def _is_number(text):
     except (TypeError, ValueError):
         return False
     return True
+
+
+def as_dict(entry, said):
+    """One entry, with its words, as the command's --json and the JSON view give it."""
+    return {
+        "id": entry.pk,
+        "at": entry.at.isoformat(),
+        "user": entry.user_id,
+        "notification_id": entry.notification_id,
+        "kind": entry.kind,
+        "entity_id": entry.entity_id,
+        "class": entry.klass,
+        "outcome": entry.outcome,
+        "reason": entry.reason,
+        "detail": entry.detail,
+        "channel": entry.channel,
+        "provider": entry.provider,
+        "title": entry.title,
+        "words": str(said),
+    }
