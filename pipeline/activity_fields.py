@@ -45,11 +45,23 @@ SENT, RETRIED, EXPIRED, DEAD_LETTERED, DIGESTED = "sent", "retried", "expired", 
 # What the host's database saw (written as rows, notifications.activity.record).
 SCHEDULED, MOVED, CANCELLED = "scheduled", "moved", "cancelled"
 DELIVERED, BOUNCED, COMPLAINED, OPENED = "delivered", "bounced", "complained", "opened"
-INBOX_CREATED, INBOX_READ, ESCALATED = "inbox_created", "inbox_read", "escalated"
+INBOX_CREATED, INBOX_FOLDED, INBOX_READ, ESCALATED = "inbox_created", "inbox_folded", "inbox_read", "escalated"
 
 DECISIONS = (ACCEPTED, FOLDED, COLLAPSED, DEFERRED, SUPPRESSED, THROTTLED, REJECTED, REPLAYED)
 SENDS = (SENT, RETRIED, EXPIRED, DEAD_LETTERED, DIGESTED)
-RECORDS = (SCHEDULED, MOVED, CANCELLED, DELIVERED, BOUNCED, COMPLAINED, OPENED, INBOX_CREATED, INBOX_READ, ESCALATED)
+RECORDS = (
+    SCHEDULED,
+    MOVED,
+    CANCELLED,
+    DELIVERED,
+    BOUNCED,
+    COMPLAINED,
+    OPENED,
+    INBOX_CREATED,
+    INBOX_FOLDED,
+    INBOX_READ,
+    ESCALATED,
+)
 OUTCOMES = DECISIONS + SENDS + RECORDS
 
 

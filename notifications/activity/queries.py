@@ -19,6 +19,8 @@ MAX_LIMIT = 500
 FOLDING = (f.FOLDED, f.COLLAPSED, f.DEFERRED, f.THROTTLED)
 # How far back a digest's page looks for the one before it that listed the same keys.
 EARLIER_DIGESTS = 50
+# How many moves of one scheduled send its page follows back.
+MAX_MOVES = 20
 _AGO = re.compile(r"^(\d+)([smhd])$")
 
 
@@ -54,9 +56,18 @@ def timeline(user_id, kind="", channel="", outcome="", since=None, limit=100, be
 
 
 def steps(notification_id):
-    """Every entry of ``notification_id`` in order (every channel), then what ties it to others: (its own entries,
-    the events a digest carried, the digests that carried a folded event)."""
-    own = list(ActivityEntry.objects.filter(notification_id=notification_id).order_by("at", "id")[:MAX_LIMIT])
+    """Every entry of ``notification_id`` in order (every channel; for a scheduled send, its earlier versions' too),
+    then what ties it to others: (its own entries, the events a digest carried, the digests that carried a folded
+    event)."""
+    ids, look = [notification_id], notification_id
+    # A moved scheduled send's entry names the id its previous version had: follow them back (a bounded chain).
+    for _hop in range(MAX_MOVES):
+        moved = ActivityEntry.objects.filter(notification_id=look, outcome=f.MOVED).values_list("fold_key", flat=True)
+        look = next((previous for previous in moved if previous), None)
+        if look is None or look in ids:
+            break
+        ids.append(look)
+    own = list(ActivityEntry.objects.filter(notification_id__in=ids).order_by("at", "id")[:MAX_LIMIT])
     carried, carriers = [], []
     for entry in own:
         if entry.outcome == f.DIGESTED:

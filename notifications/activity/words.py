@@ -51,6 +51,7 @@ SAYINGS = {
     f.COMPLAINED: _("Marked as spam by the recipient, says %(provider)s"),
     f.OPENED: _("Opened, says %(provider)s"),
     f.INBOX_CREATED: _("Put in the inbox"),
+    f.INBOX_FOLDED: _("Folded into the unread inbox item of the same kind and entity"),
     f.INBOX_READ: _("Read in the inbox"),
     f.ESCALATED: _("Escalated from the unread inbox item to %(channel)s"),
 }
@@ -77,6 +78,7 @@ OUTCOME_NAMES = {
     f.COMPLAINED: _("complained"),
     f.OPENED: _("opened"),
     f.INBOX_CREATED: _("in the inbox"),
+    f.INBOX_FOLDED: _("folded in the inbox"),
     f.INBOX_READ: _("read"),
     f.ESCALATED: _("escalated"),
 }
