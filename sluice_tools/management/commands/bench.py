@@ -39,6 +39,11 @@ class Command(BaseCommand):
             help="notify_many() for N users against a loop of N notify() calls (with --choices, --idempotency)",
         )
         admission.add_argument(
+            "--activity",
+            action="store_true",
+            help="notify() with the activity log (SLUICE_ACTIVITY) on against off: the ratio, round trips, bytes",
+        )
+        admission.add_argument(
             "--durability",
             action="store_true",
             help='durability "replicated" (WAIT for a replica) against "async", on a primary with one replica',
@@ -133,9 +138,24 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps(result, indent=2, sort_keys=True))
 
     def bench_admission(
-        self, calls, rounds, choices=False, folds=False, idempotency=False, durability=False, fanout=0, **options
+        self,
+        calls,
+        rounds,
+        choices=False,
+        folds=False,
+        idempotency=False,
+        durability=False,
+        fanout=0,
+        activity=False,
+        **options,
     ):
-        from sluice_tools.bench import admission_bench, admission_durability, admission_fanout, admission_folds
+        from sluice_tools.bench import (
+            admission_activity,
+            admission_bench,
+            admission_durability,
+            admission_fanout,
+            admission_folds,
+        )
 
         if fanout:
             result = admission_fanout.run(fanout, max(rounds, 5), None, choices, idempotency)
@@ -152,6 +172,14 @@ class Command(BaseCommand):
             shown = ", ".join(f"{k} {v:,.0f}/s" for k, v in last.items())
             self.stdout.write(f"round {done}/{total}: {shown}")
 
+        if activity:
+            result = admission_activity.run(calls, rounds, progress, choices)
+            self.stdout.write(
+                f"notify() with the activity log on runs at {result['on_vs_off_rate']}x its rate with the log off "
+                f"(target >= 0.9); round trips {result['round_trips_per_notify']}; "
+                f"{result['buffer_bytes_per_entry']} bytes an entry in the buffer"
+            )
+            return result
         if durability:
             result = admission_durability.run(calls, rounds, progress)
             self.stdout.write(
