@@ -116,3 +116,54 @@ def _entry_bytes(client):
     length = client.xlen(keys.activity())
     client.delete(keys.activity(), "routine")
     return round(used / length, 1)
+
+
+def flood(events=1_000_000, users=100_000, buffer_entries=100_000, progress=None):
+    """A flood of ``events`` over ``users`` through admission's batch step (admit_many, 200 a round trip) with the
+    drain stopped: the buffer's length and memory against its bound, and the dropped count against what the bound
+    trimmed. Nothing of the flood is sent: the queues are emptied as it goes, so every event is admitted."""
+    from pipeline.activity_fields import dropped
+    from pipeline.admission import wire
+    from pipeline.admission.event import Event
+    from pipeline.admission.runner import admit_many
+    from pipeline.conf import sluice_settings
+
+    client = get_redis()
+    client.delete(keys.activity(), keys.activity_drained(), "background")
+    queues = {k: {"capacity": 10**6, "ceiling": 2 * 10**6} for k in ("critical", "routine", "background")}
+    with override_settings(SLUICE_QUEUES=queues, SLUICE_ACTIVITY={"buffer_entries": buffer_entries}):
+        kind = sluice_settings().kinds["board.updated"]
+        payload = '{"title":"Board moved"}'
+        started, peak_length, peak_bytes = time.perf_counter(), 0, 0
+        for first in range(0, events, wire.MAX_BATCH):
+            batch = [
+                Event(kind, f"{n:032x}", 1 + n % users, f"b{n % 1000}", payload, title="Board moved")
+                for n in range(first, min(first + wire.MAX_BATCH, events))
+            ]
+            admit_many(batch)
+            if (first // wire.MAX_BATCH) % 50 == 0:
+                client.delete("background")  # a worker's part: the queue never fills, so every event is admitted
+                length = client.xlen(keys.activity())
+                peak_length = max(peak_length, length)
+                peak_bytes = max(peak_bytes, client.memory_usage(keys.activity(), samples=0) or 0)
+            if progress and first and first % 100_000 == 0:
+                progress(first, events, {"buffered": client.xlen(keys.activity())})
+        seconds = time.perf_counter() - started
+        info = client.xinfo_stream(keys.activity())
+        peak_length = max(peak_length, info["length"])
+        peak_bytes = max(peak_bytes, client.memory_usage(keys.activity(), samples=0) or 0)
+        lost = dropped(client)
+    client.delete("background", keys.activity(), keys.activity_drained())
+    return {
+        "events": events,
+        "users": users,
+        "buffer_entries": buffer_entries,
+        "events_per_s": round(events / seconds),
+        "entries_added": info["entries-added"],
+        "buffer_length_end": info["length"],
+        "buffer_length_peak_sampled": peak_length,
+        "buffer_bytes_peak_sampled": peak_bytes,
+        "buffer_bytes_per_entry": round(peak_bytes / max(1, peak_length), 1),
+        "dropped": lost,
+        "dropped_is_added_less_buffered": lost == info["entries-added"] - info["length"],
+    }

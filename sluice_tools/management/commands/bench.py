@@ -44,6 +44,14 @@ class Command(BaseCommand):
             help="notify() with the activity log (SLUICE_ACTIVITY) on against off: the ratio, round trips, bytes",
         )
         admission.add_argument(
+            "--flood",
+            type=int,
+            default=0,
+            metavar="N",
+            help="with --activity: N events over --flood-users users, drain stopped: the buffer's bound and dropped",
+        )
+        admission.add_argument("--flood-users", type=int, default=100_000, help="users of the --flood")
+        admission.add_argument(
             "--durability",
             action="store_true",
             help='durability "replicated" (WAIT for a replica) against "async", on a primary with one replica',
@@ -147,6 +155,8 @@ class Command(BaseCommand):
         durability=False,
         fanout=0,
         activity=False,
+        flood=0,
+        flood_users=100_000,
         **options,
     ):
         from sluice_tools.bench import (
@@ -172,6 +182,15 @@ class Command(BaseCommand):
             shown = ", ".join(f"{k} {v:,.0f}/s" for k, v in last.items())
             self.stdout.write(f"round {done}/{total}: {shown}")
 
+        if activity and flood:
+            result = admission_activity.flood(flood, flood_users, progress=progress)
+            self.stdout.write(
+                f"{flood:,} events over {flood_users:,} users at {result['events_per_s']:,}/s, drain stopped: the "
+                f"buffer peaked at {result['buffer_length_peak_sampled']:,} entries "
+                f"({result['buffer_bytes_peak_sampled']:,} bytes) for a bound of {result['buffer_entries']:,}; "
+                f"{result['dropped']:,} dropped and counted"
+            )
+            return result
         if activity:
             result = admission_activity.run(calls, rounds, progress, choices)
             self.stdout.write(
