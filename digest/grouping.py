@@ -148,7 +148,7 @@ def steps_of(flush_id, group, queue_name, conf, single):
             beside.append(part)
         elif part.bucket is None:
             fold = part.folds[0]
-            entry = listed(fold.notification_id(flush_id), group, [fold], "", part.channel or "")
+            entry = listed(fold.notification_id(flush_id), group, [fold], "", ",".join(sorted(fold.channels or ())))
             steps.append(Step([fold.member], fold.member, [Outgoing(single(fold), fold.count, entry)]))
         else:
             digests.append(part)
