@@ -115,6 +115,11 @@ class Command(BaseCommand):
         cost.add_argument(
             "--producers", default="1,2,4,8", help="producer processes of each ceiling step, comma-separated"
         )
+        cost.add_argument(
+            "--activity",
+            action="store_true",
+            help="instead: a worker's send with the activity log on against off, critical and routine",
+        )
         sub.add_parser(
             "preferences", help="one 64 KiB PUT /api/preferences/: Redis commands and time; 16 at once and /healthz"
         )
@@ -337,8 +342,19 @@ class Command(BaseCommand):
         )
         return result
 
-    def bench_cost(self, redis_url, events, rounds, ceiling_seconds, producers, **options):
-        from sluice_tools.bench import cost_report
+    def bench_cost(self, redis_url, events, rounds, ceiling_seconds, producers, activity=False, **options):
+        from sluice_tools.bench import cost_activity, cost_report
+
+        if activity:
+            result = cost_activity.run(redis_url, events, rounds, self.stdout)
+            for klass, each in result["classes"].items():
+                on, off = each["worker_log_on"], each["worker_log_off"]
+                self.stdout.write(
+                    f"{klass} worker: the log on runs at {each['on_vs_off_throughput']}x its throughput with the log "
+                    f"off; Redis CPU {on['redis_cpu_us_per_event']} against {off['redis_cpu_us_per_event']} us and "
+                    f"commands {on['commands_per_event']} against {off['commands_per_event']} a send"
+                )
+            return result
 
         try:
             steps = [int(n) for n in producers.split(",") if n.strip()]
