@@ -1,8 +1,8 @@
 """bench cost --activity: what the activity log adds to a worker's send, with the log on against off.
 
-Batches of accepted events are produced first and parked; then one worker with SLUICE_ACTIVITY on drains half of
-them and one with it off drains the other half, the same events each, per class (critical sends one at a time,
-routine in batches). The figures are each worker's Redis commands, Redis CPU and its own CPU per event, and its
+Batches of accepted events are produced first and parked; then, round by round, a fresh worker with SLUICE_ACTIVITY
+on drains one batch and a fresh one with it off drains another of the same events, the order alternating, per class
+(critical sends one at a time, routine in batches). The figures are each worker's Redis commands, Redis CPU and its own CPU per event, and its
 throughput, as bench cost measures them.
 """
 
@@ -50,14 +50,17 @@ class ActivityRun(Run):
                     self.produce(klass, self.events)
                     hold(self.client, klass, f"{mode}{n}")
                     batches[mode].append((f"{mode}{n}", self.events))
-        results = {}
-        for mode in MODES:
-            self.mode = mode
-            worker = self.worker(klass)
-            try:
-                results[mode] = list(self.drain(klass, batches[mode], worker).values())
-            finally:
-                worker.stop()
+        results = {mode: [] for mode in MODES}
+        # A fresh worker for each batch, the order alternating round by round: a neighbour's load on a shared
+        # machine, and a worker's warm-up, fall on both modes alike.
+        for n in range(self.rounds):
+            for mode in MODES if n % 2 == 0 else tuple(reversed(MODES)):
+                self.mode = mode
+                worker = self.worker(klass)
+                try:
+                    results[mode] += list(self.drain(klass, [batches[mode][n]], worker).values())
+                finally:
+                    worker.stop()
         on, off = (statistics.median(r["per_s"] for r in results[m]) for m in MODES)
         return {
             "worker_log_on": _median_round(results["on"]),
