@@ -2,8 +2,8 @@
 
 Batches of accepted events are produced first and parked; then, round by round, a fresh worker with SLUICE_ACTIVITY
 on drains one batch and a fresh one with it off drains another of the same events, the order alternating, per class
-(critical sends one at a time, routine in batches). The figures are each worker's Redis commands, Redis CPU and its own CPU per event, and its
-throughput, as bench cost measures them.
+(critical sends one at a time, routine in batches). The figures are each worker's Redis commands, Redis CPU and its
+own CPU per event, and its throughput, as bench cost measures them.
 """
 
 import json
