@@ -47,6 +47,9 @@ SCHEDULED, MOVED, CANCELLED = "scheduled", "moved", "cancelled"
 DELIVERED, BOUNCED, COMPLAINED, OPENED = "delivered", "bounced", "complained", "opened"
 INBOX_CREATED, INBOX_FOLDED, INBOX_READ, ESCALATED = "inbox_created", "inbox_folded", "inbox_read", "escalated"
 
+#: A send's reason when providers failed it before the one that took it: this, then their names.
+FAILOVER_PREFIX = "failover:"
+
 DECISIONS = (ACCEPTED, FOLDED, COLLAPSED, DEFERRED, SUPPRESSED, THROTTLED, REJECTED, REPLAYED)
 SENDS = (SENT, RETRIED, EXPIRED, DEAD_LETTERED, DIGESTED)
 RECORDS = (

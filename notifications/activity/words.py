@@ -150,6 +150,7 @@ class Words:
         """One entry (an ActivityEntry) in a sentence."""
         outcome, reason = entry.outcome, entry.reason
         saying = SAYINGS.get((outcome, reason)) or SAYINGS.get(outcome)
+        reason = reason or ""
         if saying is None:
             return f"{outcome} {reason}".strip()
         fields = {
@@ -169,6 +170,9 @@ class Words:
             fields["through"] = _(" through %(provider)s") % {"provider": entry.provider}
             if entry.detail:
                 fields["through"] += _(" (its id %(id)s)") % {"id": entry.detail}
+            if reason.startswith(f.FAILOVER_PREFIX):
+                failed = reason.removeprefix(f.FAILOVER_PREFIX).replace(",", ", ")
+                fields["through"] += _(", failed over from %(providers)s") % {"providers": failed}
         if outcome in (f.DEFERRED, f.SCHEDULED, f.MOVED) and _is_number(entry.detail):
             fields["until"] = self.when(entry.detail)
         if outcome == f.SUPPRESSED:

@@ -243,6 +243,10 @@ def _activity(item, message, status, result):
     if status == "sent":
         provider, provider_id = result if isinstance(result, tuple) else (None, None)
         outcome, reason, detail = activity_fields.SENT, "", provider_id or ""
+        failed = [step.split(":", 1)[0] for step in getattr(result, "tried", ())]
+        if failed:
+            # Failed over: the providers that failed it first, by name (their errors are in the worker's log).
+            reason = activity_fields.FAILOVER_PREFIX + ",".join(failed)
     elif status == "failed" and not endings.last_attempt(item.attempt):
         provider, outcome, reason = None, activity_fields.RETRIED, type(result).__name__
         detail = str(result)[: activity_fields.DETAIL_MAX]

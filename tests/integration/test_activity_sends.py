@@ -5,6 +5,9 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 
 from notifications import notify
+from notifications.activity import tasks
+from notifications.activity.models import ActivityEntry
+from notifications.activity.words import Words
 from pipeline import activity_fields
 from pipeline.broker import deadletters
 from pipeline.celery import app
@@ -78,3 +81,19 @@ def test_a_permanent_refusal_is_dead_lettered_for_its_channel(worker, user, redi
         ("dead_lettered", "push", "permanent"),
         ("sent", "email", ""),
     ]
+
+
+def test_a_send_that_failed_over_names_the_providers_that_failed_it(worker, user, redis_client, settings):
+    scripted_backend = {"backend": "tests.scripted.ScriptedChannel"}
+    settings.SLUICE_CHANNELS = {
+        **settings.SLUICE_CHANNELS,
+        "email": {"providers": [{"name": "a", **scripted_backend}, {"name": "b", **scripted_backend}]},
+    }
+    worker.plan["email"] = ["transient"]
+    notify(user, "meeting.invitation", entity_id="m-1")
+    wait_for(lambda: any(e.outcome == "sent" for e in entries(redis_client)), what="the send's entry")
+    [sent] = [e for e in entries(redis_client) if e.outcome == "sent"]
+    assert (sent.channel, sent.provider, sent.reason) == ("email", "b", "failover:a")
+    tasks.drain()
+    row = ActivityEntry.objects.get(outcome="sent")
+    assert str(Words(user).say(row)) == "Sent by email through b, failed over from a"
