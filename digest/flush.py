@@ -17,7 +17,7 @@ from redis.exceptions import RedisError
 
 from digest import fold_store, grouping, user_claims
 from digest.fold_store import script
-from pipeline import housekeeping, metrics
+from pipeline import activity_fields, housekeeping, metrics
 from pipeline.broker.beat_schedule import FLUSH_TASK
 from pipeline.broker.depth import depth
 from pipeline.broker.message import event_kwargs_json, send_message
@@ -243,7 +243,25 @@ def _publish_step(flush_id, step, klass, queue, full, client, handed_to):
         # Backpressure: the queue has no room for the step's messages, so they and the class's later steps wait.
         full.add(klass)
         _unclaim(flush_id, step.members, client)
+    if code == 1:
+        _log_listed(klass, step)
     return len(messages) if code == 1 else 0
+
+
+def _log_listed(klass, step):
+    """Write each published digest message's entry (which fold keys it carried) to the class's activity log: one
+    pipelined round trip a step, on the flush's own path. Never raises: the step went out."""
+    log = sluice_settings().activity
+    logged = [o.activity for o in step.outgoing if o.activity is not None]
+    if not log.enabled or not logged:
+        return
+    try:
+        pipe = class_redis(klass).pipeline(transaction=False)
+        for entry in logged:
+            activity_fields.add(pipe, entry, log.buffer_entries)
+        pipe.execute()
+    except RedisError as exc:
+        logger.warning("digest: the activity entries of a %s step were not written: %s", klass, type(exc).__name__)
 
 
 def _unclaim(flush_id, members, client):

@@ -17,12 +17,15 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from pipeline import activity_fields
 from pipeline.broker.message import event_kwargs_json, send_message
 from pipeline.conf.inbox import INBOX_BACKEND
 
 # What the listed items' payloads may add up to in one digest message; past it, items are listed without their
 # payload (by entity id). With the item bound, a digest's size stays bounded whatever the payloads.
 PAYLOAD_BUDGET_BYTES = 64 * 1024
+#: The most fold keys a digest's activity entry names (an entry stays small); its event count covers them all.
+DIGEST_MEMBERS_LOGGED = 20
 
 
 @dataclass
@@ -70,6 +73,8 @@ class Outgoing:
 
     message: str
     events: int
+    # Its entry in the activity log (pipeline.activity_fields.Entry), written once it is published.
+    activity: object = None
 
 
 @dataclass(frozen=True)
@@ -143,7 +148,8 @@ def steps_of(flush_id, group, queue_name, conf, single):
             beside.append(part)
         elif part.bucket is None:
             fold = part.folds[0]
-            steps.append(Step([fold.member], fold.member, [Outgoing(single(fold), fold.count)]))
+            entry = listed(fold.notification_id(flush_id), group, [fold], "", ",".join(sorted(fold.channels or ())))
+            steps.append(Step([fold.member], fold.member, [Outgoing(single(fold), fold.count, entry)]))
         else:
             digests.append(part)
     if digests:
@@ -204,4 +210,23 @@ def _digest_message(flush_id, group, part, queue_name, conf):
         digest=digest,
     )
     message = send_message(group.klass, notification_id, kwargs, queue_name, kind, events, published_at=first_seen)
-    return Outgoing(message, events)
+    return Outgoing(message, events, listed(notification_id, group, folds, bucket or "user", channel))
+
+
+def listed(notification_id, group, folds, bucket, channel):
+    """The activity log's entry of a digest message: which fold keys (and so which events) it carried, and how many
+    events; the events' own entries name the fold key they went into (pipeline.activity_fields)."""
+    kinds = sorted({f.kind for f in folds})
+    members = json.dumps(sorted(f.member for f in folds)[:DIGEST_MEMBERS_LOGGED], ensure_ascii=False)
+    return activity_fields.Entry(
+        str(group.user_id),
+        kinds[0] if len(kinds) == 1 else "",
+        folds[0].entity_id if len(folds) == 1 else "",
+        notification_id,
+        group.klass,
+        activity_fields.DIGESTED,
+        bucket,
+        str(sum(f.count for f in folds)),
+        members,
+        channel=channel,
+    )

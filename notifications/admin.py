@@ -3,6 +3,7 @@
 PreferenceInline, NotificationSettingsInline and GuardedPeriodicTaskAdmin are offered to the host, which
 registers them on its own User and PeriodicTask admins (Sluice changes no registration it does not own)."""
 
+from notifications.activity import admin as activity_admin
 from notifications.delivery import admin as delivery_admin
 from notifications.delivery import deadletter_admin, provider_admin
 from notifications.inbox import admin as inbox_admin
@@ -16,6 +17,7 @@ __all__ = [
     "GuardedPeriodicTaskAdmin",
     "NotificationSettingsInline",
     "PreferenceInline",
+    "activity_admin",
     "deadletter_admin",
     "delivery_admin",
     "inbox_admin",

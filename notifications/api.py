@@ -9,6 +9,7 @@ import uuid
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from pipeline.activity_fields import title_of
 from pipeline.admission.event import Event
 from pipeline.conf import sluice_settings
 from pipeline.redis import keys
@@ -177,7 +178,16 @@ def _validate(user, kind, entity_id, payload, idempotency_key=None, scope=NOTIFY
     user_id = None if unknown_user else _user_id(user)
     # A random id as uuid4().hex spells it, at a third of its cost: notify() makes one a call.
     notification_id = os.urandom(16).hex()
-    return Event(kind_obj, notification_id, user_id, entity_id, payload_json, idempotency, unknown_user=unknown_user)
+    return Event(
+        kind_obj,
+        notification_id,
+        user_id,
+        entity_id,
+        payload_json,
+        idempotency,
+        unknown_user=unknown_user,
+        title=title_of(payload),
+    )
 
 
 def _entity_id(entity_id, limit):

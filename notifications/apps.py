@@ -19,6 +19,7 @@ class NotificationsConfig(AppConfig):
         # Imported for what they register: checks, signal receivers, and the send and prune tasks of Sluice's
         # Celery app (declared here by the app that owns them, never discovered by name).
         from notifications import checks, host_checks, preferences  # noqa: F401
+        from notifications.activity import tasks as activity_tasks  # noqa: F401
         from notifications.delivery import tasks, tracking  # noqa: F401
         from notifications.delivery.tracking_checks import check_tracking_webhooks
         from notifications.inbox import tasks as inbox_tasks  # noqa: F401

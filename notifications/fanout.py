@@ -18,8 +18,10 @@ from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
 from pipeline import metrics
+from pipeline.activity_fields import ACCEPTED as LOG_ACCEPTED
+from pipeline.activity_fields import REJECTED as LOG_REJECTED
 from pipeline.admission import wire
-from pipeline.admission.bounded_push import opens_burst, push_many
+from pipeline.admission.bounded_push import log_waited, opens_burst, push_many
 from pipeline.admission.event import Event, key_ttl
 from pipeline.admission.idempotency import record_key
 from pipeline.admission.runner import admit_many
@@ -172,7 +174,15 @@ def _json_pk(pk):
 
 def _event(template, user_id, idempotency):
     scoped = _scoped(idempotency, user_id)
-    return Event(template.kind, os.urandom(16).hex(), user_id, template.entity_id, template.payload_json, scoped)
+    return Event(
+        template.kind,
+        os.urandom(16).hex(),
+        user_id,
+        template.entity_id,
+        template.payload_json,
+        scoped,
+        title=template.title,
+    )
 
 
 def _scoped(idempotency, user):
@@ -229,12 +239,17 @@ def _wait_for_room(klass, waiting, result):
             result.add(OUTCOMES[done.outcome])
             result.replayed += done.replayed
             taken += 1
+        log_waited(
+            [event for (event, _m), done in zip(batch[:taken], pushed[:taken], strict=True) if not done.replayed],
+            LOG_ACCEPTED,
+        )
         waiting = waiting[taken:]
         if taken:
             pause = FIRST_POLL_S  # room is freeing: look again soon
     if waiting:
         result.rejected.extend(event.user_id for event, _message in waiting)
         current, result.retry_after = room_in(klass, queue, len(waiting))
+        log_waited([event for event, _message in waiting], LOG_REJECTED, f"{result.retry_after:g}")
         metrics.count(metrics.notifications_field(klass, "rejected"), len(waiting), klass=klass)
         if opens_burst(klass, "fanout", BURST_WINDOW_S):
             logger.error(

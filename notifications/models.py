@@ -1,5 +1,6 @@
 """Sluice's models, where Django looks for an app's models: each wing keeps its own, gathered here."""
 
+from notifications.activity.models import ActivityEntry
 from notifications.delivery.models import DeadLetter, Delivery, DeliveryStatus, Provider, Suppression
 from notifications.inbox.models import InboxItem
 from notifications.ingest.models import IngestToken
@@ -7,6 +8,7 @@ from notifications.preferences.models import NotificationSettings, Preference
 from notifications.scheduling.models import ScheduledSend
 
 __all__ = [
+    "ActivityEntry",
     "DeadLetter",
     "Delivery",
     "DeliveryStatus",

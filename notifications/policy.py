@@ -17,8 +17,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from pipeline.activity_fields import ACCEPTED as LOG_ACCEPTED
+from pipeline.activity_fields import REJECTED as LOG_REJECTED
 from pipeline.admission import wire
-from pipeline.admission.bounded_push import count_rejection, opens_burst, push
+from pipeline.admission.bounded_push import count_rejection, log_waited, opens_burst, push
 from pipeline.admission.runner import admit
 from pipeline.broker.depth import depth, drain_rate
 from pipeline.conf import sluice_settings
@@ -163,8 +165,10 @@ def _wait_for_room(event, queue, message):
         if pushed.outcome == wire.CEILING:
             raise QueueCeilingReached(f"queue {queue.name!r} is at its hard ceiling of {queue.ceiling} messages")
         if pushed.outcome in OUTCOMES:
+            if not pushed.replayed:
+                log_waited([event], LOG_ACCEPTED)
             return Published(OUTCOMES[pushed.outcome], pushed.replayed)
-    _reject(event.kind.klass, queue)
+    _reject(event, queue)
 
 
 def room_in(klass, queue, wanted=1):
@@ -175,8 +179,10 @@ def room_in(klass, queue, wanted=1):
     return current, max(1.0, round((current - queue.capacity + wanted) / rate + 0.5)) if rate else 1.0
 
 
-def _reject(klass, queue):
+def _reject(event, queue):
+    klass = event.kind.klass
     current, retry_after = room_in(klass, queue)
+    log_waited([event], LOG_REJECTED, f"{retry_after:g}")
     if count_rejection(klass, BURST_WINDOW_S):
         logger.error(
             "%s queue %r full (%d of %d) for the whole wait budget: rejecting; later rejections in this burst are "

@@ -6,6 +6,7 @@ providers' webhooks."""
 
 from django.urls import include, path
 
+from notifications.activity.views import activity_view
 from notifications.delivery.callbacks import provider_status
 from notifications.delivery.esp_webhooks import esp_tracking
 from notifications.inbox.page import inbox_page
@@ -23,6 +24,8 @@ urlpatterns = [
     # A service's scheduled sends of one kind and entity, cancelled (notifications.ingest.cancel).
     path("notifications/cancel/", cancel, name="ingest_cancel"),
     path("preferences/", preferences_view, name="preferences"),
+    # The activity log for the host's support tools: staff with sluice_notifications.view_activity (docs/activity.md).
+    path("activity/", activity_view, name="activity"),
     # The signed-in user's inbox: list, unread count, mark read, archive (notifications.inbox.views).
     path("inbox/", include("notifications.inbox.urls")),
     # Pages for people, plain forms that work without a script (templates under sluice/pages/, overridable).

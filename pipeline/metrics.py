@@ -265,3 +265,12 @@ HOUSEKEEPING_PREFIX = "housekeeping:"
 def housekeeping_field(task, scope, result):
     """sluice_housekeeping_steps_total{task, scope, result}."""
     return f"{HOUSEKEEPING_PREFIX}{task}:{scope}:{result}"
+
+
+#: sluice_activity_dropped_total: activity entries trimmed from a buffer before the drain stored them (per Redis,
+#: read from the stream itself by the exporter, pipeline.activity_fields.dropped).
+ACTIVITY_DROPPED = "sluice_activity_dropped"
+#: sluice_activity_drained_total: entries the drain stored (or skipped: their user is gone).
+ACTIVITY_DRAINED = "activity:drained"
+#: sluice_activity_pruned_total: entries deleted past SLUICE_ACTIVITY["retention_days"].
+ACTIVITY_PRUNED = "activity:pruned"

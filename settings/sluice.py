@@ -79,6 +79,8 @@ SLUICE_KINDS = _env_json("SLUICE_KINDS", DEMO_KINDS)
 SLUICE_MAX_PAYLOAD_BYTES = int(os.environ.get("SLUICE_MAX_PAYLOAD_BYTES", 16 * 1024))
 
 SLUICE_DIGEST = _env_json("SLUICE_DIGEST", {"flush_interval_s": 60, "max_keys": 200})
+# The activity log (docs/activity.md): on, with the resolver's defaults, unless the environment says otherwise.
+SLUICE_ACTIVITY = _env_json("SLUICE_ACTIVITY", {})
 # The digest's own Redis (optional): REDIS_URL_DIGEST keeps every fold there instead of on its class's Redis.
 if os.environ.get("REDIS_URL_DIGEST") and isinstance(SLUICE_DIGEST, dict):
     SLUICE_DIGEST = {**SLUICE_DIGEST, "redis_url": os.environ["REDIS_URL_DIGEST"]}

@@ -34,6 +34,16 @@ class Route:
     breaker: object = None
 
 
+class Taken(tuple):
+    """A message a provider accepted: (provider, the provider's id for it), as a plain pair compares; ``tried`` says
+    what the providers before it did (empty when the first one took it): the activity log's "failed over"."""
+
+    def __new__(cls, provider, message_id, tried=()):
+        taken = super().__new__(cls, (provider, message_id))
+        taken.tried = tried
+        return taken
+
+
 def routes(channel):
     """The routes of ``channel`` (a ChannelConfig), in failover order."""
     if not channel.providers:
@@ -82,7 +92,7 @@ def send(messages, channel, bulk=False):
                 answer, recipient = accepted(answer)
                 if route.name is not None:
                     records.record_sent(messages[index], route.name, answer, recipient)
-                results[index] = (route.name, answer)
+                results[index] = Taken(route.name, answer, tuple(tried[index]))
         if route.breaker is not None:
             # One call is one call for the breaker: "failed" only when it accepted none and refused none.
             outcome = "accepted" if "accepted" in outcomes else "rejected" if outcomes else "failed"

@@ -12,13 +12,15 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from notifications.activity import record as activity
 from notifications.delivery.models import RANK, Delivery, Suppression
 from notifications.delivery.suppressions import clean, suppress
-from pipeline import housekeeping, metrics
+from pipeline import activity_fields, housekeeping, metrics
 from pipeline.broker.queues import queue_for_class
 from pipeline.celery import task
 from pipeline.conf import sluice_settings
@@ -180,7 +182,32 @@ def _update(row, event, at):
     Delivery.objects.filter(pk=row.pk).update(**changes, updated_at=timezone.now())
     if "status" in changes:
         metrics.count(metrics.delivery_status_field(row.channel, row.provider or "unknown", changes["status"]))
+    _log(row, changes, event)
     return "updated"
+
+
+# A provider's word, as the activity log names it.
+LOGGED = {"delivered": activity_fields.DELIVERED, "bounced": activity_fields.BOUNCED}
+LOGGED["complained"] = activity_fields.COMPLAINED
+
+
+def _log(row, changes, event):
+    """Write what the provider reported (delivered, bounced, complained, opened) to the user's activity log."""
+    if not row.user_id or not get_user_model()._default_manager.filter(pk=row.user_id).exists():
+        return  # a record of a user who is gone has no log to add to
+    said = [LOGGED[changes["status"]]] if changes.get("status") in LOGGED else []
+    if "opened_at" in changes:
+        said.append(activity_fields.OPENED)
+    for outcome in said:
+        activity.write(
+            row.user_id,
+            outcome,
+            kind=row.kind,
+            notification_id=row.notification_id,
+            channel=row.channel,
+            provider=row.provider,
+            detail=clean(event.detail),
+        )
 
 
 def _safe(value):

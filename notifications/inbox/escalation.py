@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from notifications.inbox.models import InboxItem
 from pipeline import metrics
+from pipeline.activity_fields import title_of
 from pipeline.admission import wire
 from pipeline.admission.event import Event
 from pipeline.admission.runner import admit_many
@@ -179,4 +180,5 @@ def _event(item, kind):
         count=item.count,
         escalation=tuple(kind.escalate[1]),
         idempotency_ttl_s=ONCE_TTL_S,
+        title=title_of(item.payload),
     )

@@ -15,8 +15,9 @@ from django.db.models import Case, F, IntegerField, Value, When
 from django.template.loader import select_template
 from django.utils import timezone
 
+from notifications.activity import record as activity
 from notifications.inbox.models import InboxItem
-from pipeline import metrics
+from pipeline import activity_fields, metrics
 from pipeline.conf import sluice_settings
 from pipeline.text import single_line
 
@@ -106,6 +107,16 @@ def _fold_or_create(kind, message):
     item.save(update_fields=None if created else changed)
     if created:
         prune_over_bound(message.user_id)
+    activity.write(
+        message.user_id,
+        activity_fields.INBOX_CREATED if created else activity_fields.INBOX_FOLDED,
+        kind=message.kind,
+        entity_id=message.entity_id,
+        notification_id=message.id,
+        klass=message.klass,
+        channel=message.channel,
+        fold_key=f"inbox:{item.pk}",
+    )
     return Written(item, created=created)
 
 

@@ -24,9 +24,10 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 from redis.exceptions import RedisError
 
+from notifications.activity import record as activity
 from notifications.inbox.models import InboxItem
 from notifications.json_api import BadRequest, invalid, query, read_object, respond, unauthorized, unavailable
-from pipeline import metrics
+from pipeline import activity_fields, metrics
 from pipeline.gates.token_bucket import take_from
 from pipeline.redis import keys
 
@@ -182,9 +183,21 @@ def change(user_id, field, which):
     rows = InboxItem.objects.filter(which, user_id=user_id, read_at__isnull=True, archived_at__isnull=True)
     if field == "archived_at":
         rows = InboxItem.objects.filter(which, user_id=user_id, archived_at__isnull=True)
+    read = list(rows.values("pk", "kind", "entity_id", "last_notification")) if field == "read_at" else []
     changed = rows.update(**{field: timezone.now()})
     if field == "read_at" and changed:
         metrics.count(metrics.INBOX_READS, changed)
+        activity.write_many(
+            {
+                "user_id": user_id,
+                "outcome": activity_fields.INBOX_READ,
+                "kind": item["kind"],
+                "entity_id": item["entity_id"],
+                "notification_id": item["last_notification"],
+                "fold_key": f"inbox:{item['pk']}",
+            }
+            for item in read
+        )
     return changed, unread.refresh(user_id)
 
 

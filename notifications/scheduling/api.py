@@ -20,7 +20,8 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from redis.exceptions import RedisError
 
-from pipeline import metrics
+from notifications.activity import record as activity
+from pipeline import activity_fields, metrics
 from pipeline.admission import schedule as staging
 from pipeline.admission.event import key_ttl
 from pipeline.admission.idempotency import forget_key, record_key
@@ -130,6 +131,19 @@ def _schedule(event, send_at, key, conf):
                 give_back(klass, [int(due)], [_held(existing)])
             raise
     metrics.count(metrics.scheduled_field(klass, "moved" if moved else "scheduled"), klass=klass)
+    # A move's entry names the id its previous version would have gone out with: the steps of both read as one.
+    activity.write(
+        user,
+        activity_fields.MOVED if moved else activity_fields.SCHEDULED,
+        kind=kind.name,
+        entity_id=event.entity_id,
+        notification_id=notification_id(row.pk, row.version),
+        klass=klass,
+        detail=f"{send_at:.3f}",
+        fold_key=notification_id(row.pk, row.version - 1) if moved else "",
+        reason=key,
+        title=event.title,
+    )
     if due <= time.time() + conf.schedule.staged_s * 1.5:
         # Due soon: staged now; later ones are staged by the mover as they come near (its stager).
         transaction.on_commit(lambda: stage_now(klass, {row.pk: due}))
@@ -225,7 +239,20 @@ def cancel_scheduled(kind, entity_id, *, users=None, key=None):
         found = found.filter(user_id__in=[u.pk if isinstance(u, User) else u for u in users])
     with transaction.atomic():
         rows = list(found.values_list("pk", "klass", "reserved", "due_at"))
+        logged = list(found.values("pk", "user_id", "kind", "entity_id", "key", "klass", "version"))
         cancelled = ScheduledSend.objects.filter(pk__in=[r[0] for r in rows], state=PENDING).delete()[0]
+        activity.write_many(
+            {
+                "user_id": row["user_id"],
+                "outcome": activity_fields.CANCELLED,
+                "kind": row["kind"],
+                "entity_id": row["entity_id"],
+                "notification_id": notification_id(row["pk"], row["version"]),
+                "klass": row["klass"],
+                "reason": row["key"],
+            }
+            for row in logged
+        )
     try:
         release_rows(rows)
     except RedisError as exc:

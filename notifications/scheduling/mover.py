@@ -16,6 +16,7 @@ per class (pipeline.housekeeping), so one mover publishes a class however many b
 A mover killed anywhere loses nothing: its claims and its rows' leases run out, and the next step takes them over.
 """
 
+import json
 import logging
 import time
 import uuid
@@ -26,6 +27,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from pipeline import metrics
+from pipeline.activity_fields import title_of
 from pipeline.admission import schedule as staging
 from pipeline.admission import wire
 from pipeline.admission.event import Event
@@ -166,4 +168,5 @@ def _event(row, kind):
         keys.idempotency(SCOPE, f"{row.pk}:{row.version}"),
         idempotency_ttl_s=ONCE_TTL_S,
         send_at=row.send_at.timestamp(),
+        title=title_of(json.loads(row.payload)),
     )

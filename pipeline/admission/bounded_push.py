@@ -5,11 +5,14 @@ What a class does when its queue is full (wait, fold, collapse) is decided in ad
 event that found its queue full comes back here while its caller waits (notifications.policy).
 """
 
-from pipeline import durability
+from redis.exceptions import RedisError
+
+from pipeline import activity_fields, durability
 from pipeline.admission import wire
 from pipeline.admission.event import key_ttl
 from pipeline.admission.runner import request_constants
 from pipeline.admission.scripts import script
+from pipeline.conf import sluice_settings
 from pipeline.connections import route
 from pipeline.metrics import notifications_field
 from pipeline.redis import keys
@@ -59,3 +62,33 @@ def count_rejection(klass, burst_window_s):
             args=[notifications_field(klass, "rejected"), burst_window_s],
         )
     )
+
+
+def log_waited(events, outcome, detail=""):
+    """Write to the activity log what a wait for room came to for ``events`` (one class): ``outcome`` ACCEPTED (pushed
+    after a wait) or REJECTED (``detail``: the retry_after told to the caller). Admission wrote nothing for them (a
+    full queue's answer is not a decision yet), so this is their entry: one pipelined round trip for them all, on the
+    waiting path only. Never raises."""
+    conf = sluice_settings().activity
+    if not events or not conf.enabled:
+        return
+    reason = "waited" if outcome == activity_fields.ACCEPTED else "full"
+    try:
+        pipe = route(events[0].kind.klass).client.pipeline(transaction=False)
+        for event in events:
+            entry = activity_fields.Entry(
+                str(event.user_id),
+                event.kind.name,
+                event.entity_id,
+                event.notification_id,
+                event.kind.klass,
+                outcome,
+                reason,
+                detail,
+                title=event.title,
+            )
+            activity_fields.add(pipe, entry, conf.buffer_entries)
+        pipe.execute()
+    except RedisError as exc:
+        # The answer stands (the caller was told); only its line in the log is missing.
+        activity_fields.logger.warning("activity: %d waited entries not recorded: %s", len(events), type(exc).__name__)

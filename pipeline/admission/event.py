@@ -36,6 +36,8 @@ class Event:
     idempotency_ttl_s: int | None = None
     # A scheduled send's time (Unix seconds): its kind's expiry counts from it, and its send measures its lateness.
     send_at: float | None = None
+    # What the activity log keeps of its payload to explain a step (pipeline.activity_fields.title_of): "" for none.
+    title: str = ""
 
 
 def message_of(event, queue_name):

@@ -149,6 +149,8 @@ def _batch(events, found, tally=""):
             by_user,
             event.notification_id,
             key_ttl(event) if idempotency else 0,
+            event.user_id,
+            event.title,
         )
         requests.append(_Request(None, None, constant, grains, found.queue))
     shared = _store_keys(found.klass, elsewhere)
@@ -214,7 +216,14 @@ def request_constants(event, found, queue=None, digest=None):
         digest.max_fold_bytes,
         found.elsewhere,
         event.escalation,
+        _activity_bound(),
     )
+
+
+def _activity_bound():
+    """The activity log's buffer bound for admission's constants: 0 while SLUICE_ACTIVITY is off."""
+    conf = sluice_settings().activity
+    return conf.buffer_entries if conf.enabled else 0
 
 
 def _request(event, found, queue=None, digest=None):
@@ -250,6 +259,8 @@ def _request(event, found, queue=None, digest=None):
         entity=event.entity_id,
         notification=event.notification_id,
         idempotency_ttl=key_ttl(event) if idempotency else 0,
+        user=event.user_id,
+        title=event.title,
     )
     return _Request(request_keys, args, constants, (entity, by_kind, by_user), queue)
 
@@ -350,5 +361,8 @@ def _store_keys(klass, elsewhere):
     """The fold store's keys, overflow and counters of a class (placeholders, never touched, folded elsewhere)."""
     store = (keys.ELSEWHERE,) * 3 if elsewhere else (keys.pending(), keys.fold_store_size(), keys.size_trigger())
     return dict(
-        zip(("pending", "size", "trigger"), store, strict=True), counters=keys.counters(), overflow=keys.overflow(klass)
+        zip(("pending", "size", "trigger"), store, strict=True),
+        counters=keys.counters(),
+        overflow=keys.overflow(klass),
+        activity=keys.activity(),
     )

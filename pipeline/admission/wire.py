@@ -24,6 +24,7 @@ import json
 from functools import lru_cache
 from typing import NamedTuple
 
+from pipeline import activity_fields
 from pipeline.metrics import fold_field, fold_grain_field, idempotent_replay_field, notifications_field
 
 # The outcomes the reply names. The first five are an event's Outcome; the rest are what the face acts on:
@@ -47,6 +48,7 @@ ADMIT_KEYS = (
     "fold_kind",
     "fold_user",
     "idempotency",
+    "activity",
 )
 # ARGV 1 is the layout and ARGV 2 the kind's constants, in both scripts; the rest by name.
 ADMIT_ARGS = (
@@ -60,12 +62,14 @@ ADMIT_ARGS = (
     "entity",
     "notification",
     "idempotency_ttl",
+    "user",
+    "title",
 )
 # admit_batch.lua: many events of one class. The batch's shared KEYS, then the queue's lists, then each event's own;
 # ARGV: the layout, the counts of lists, constants, payloads and message parts, those constants, payloads and parts
 # (each a JSON array: pipeline.broker.message.batch_envelope), then each event's own (its constants, payload and
 # parts as indexes into those lists, from 1; its body's head and delivery tag, which the parts are joined with).
-BATCH_KEYS = ("counters", "pending", "size", "overflow", "trigger")
+BATCH_KEYS = ("counters", "pending", "size", "overflow", "trigger", "activity")
 BATCH_EVENT_KEYS = ("preferences", "throttle", "fold_entity", "fold_kind", "fold_user", "idempotency")
 BATCH_EVENT_ARGS = (
     "parts",
@@ -79,6 +83,8 @@ BATCH_EVENT_ARGS = (
     "member_user",
     "notification",
     "idempotency_ttl",
+    "user",
+    "title",
 )
 #: The most events one admit_batch.lua call admits: its run time stays within a few milliseconds, so a batch never
 #: holds the class's Redis longer than a few dozen admissions would.
@@ -129,10 +135,13 @@ def request(names, **fields):
 
 
 @lru_cache(maxsize=64)
-def kind_constants(kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes, elsewhere=False, escalation=None):
+def kind_constants(
+    kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes, elsewhere=False, escalation=None, activity=0
+):
     """One kind's constants as admit_event.lua and fold_handed.lua read them: a JSON object, encoded once.
     ``escalation`` is the channels of an inbox item's escalation: the user's plan for the kind is then narrowed to
-    them (admit_event.lua)."""
+    them (admit_event.lua). ``activity`` is the activity log's buffer bound (SLUICE_ACTIVITY["buffer_entries"]), 0
+    while the log is off: each decision is then written nowhere."""
     escalate = escalation or ()
     klass, throttle = kind.klass, kind.throttle
     return json.dumps(
@@ -169,6 +178,8 @@ def kind_constants(kind, queue, plan, max_keys, max_fold_keys, max_fold_bytes, e
             "replay_field": idempotent_replay_field(klass),
             # The outcomes an idempotency key records (include/bounded.lua record): the event was taken.
             "recorded": RECORDED,
+            # The activity log (pipeline/lua/include/activity.lua): its bound and field names, or false when off.
+            "activity": activity_fields.lua_constants(activity) if activity else False,
         },
         separators=(",", ":"),
     ).encode()

@@ -82,13 +82,14 @@ PERIODIC_TASKS = {
     "sluice.digest.flush": "sluice_digest",
     "sluice.overflow.drain": "sluice_digest",
     "sluice.inbox.escalate": "sluice_notifications",
+    "sluice.activity.drain": "sluice_notifications",
 }
 
 
 def periodic_task_problems(databases):
-    """sluice.E004 errors unless the digest flush, the overflow drain and the inbox escalations exist in
-    django-celery-beat's tables of ``databases``, enabled: what `check` reports, and why Sluice's beat refuses to
-    start."""
+    """sluice.E004 errors unless the digest flush, the overflow drain, the inbox escalations and the activity drain
+    exist in django-celery-beat's tables of ``databases``, enabled: what `check` reports, and why Sluice's beat refuses
+    to start."""
     from django.core.checks import Error
     from django.db import DatabaseError
 

@@ -9,6 +9,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from kombu.transport.redis import PRIORITY_STEPS, Channel
 
+from pipeline.conf import activity as conf_activity
 from pipeline.conf import channels as conf_channels
 from pipeline.conf import digest as conf_digest
 from pipeline.conf import inbox as conf_inbox
@@ -104,6 +105,8 @@ class SluiceSettings:
     idempotency_ttl_s: int = DEFAULT_IDEMPOTENCY_TTL_S
     # SLUICE_SCHEDULE: scheduled sends (pipeline.conf.schedule).
     schedule: object = field(default_factory=lambda: conf_schedule.schedule({}))
+    # SLUICE_ACTIVITY: the per-person activity log (pipeline.conf.activity).
+    activity: object = field(default_factory=lambda: conf_activity.activity({}))
 
 
 def _queues(raw, default_url):
@@ -219,6 +222,7 @@ def sluice_settings():
             getattr(settings, "SLUICE_IDEMPOTENCY_TTL_S", DEFAULT_IDEMPOTENCY_TTL_S), "SLUICE_IDEMPOTENCY_TTL_S"
         ),
         schedule=conf_schedule.schedule(getattr(settings, "SLUICE_SCHEDULE", {})),
+        activity=conf_activity.activity(getattr(settings, "SLUICE_ACTIVITY", {})),
     )
 
 

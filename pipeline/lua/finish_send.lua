@@ -15,6 +15,9 @@
 -- ARGV[11] its sum field
 -- ARGV[12] its count field
 -- ARGV[13] the scheduled send's lateness: seconds between its send_at and its send (0 when early)
+-- KEYS[4]  the activity log's capped stream (pipeline.redis.keys.activity)
+-- ARGV[14] its bound, SLUICE_ACTIVITY["buffer_entries"] ("0": write no entry)
+-- ARGV[15..] the entry's wire fields and values, in pairs (pipeline/activity_fields.py encode)
 if ARGV[1] ~= '' then
   redis.call('HSET', KEYS[3], ARGV[8], 1)
   redis.call('EXPIREAT', KEYS[3], tonumber(ARGV[2]))
@@ -33,5 +36,8 @@ if ARGV[10] and ARGV[10] ~= '' then
   redis.call('HINCRBY', KEYS[2], ARGV[10], 1)
   redis.call('HINCRBYFLOAT', KEYS[2], ARGV[11], ARGV[13])
   redis.call('HINCRBY', KEYS[2], ARGV[12], 1)
+end
+if ARGV[14] and ARGV[14] ~= '0' and #ARGV > 14 then
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[14], '*', unpack(ARGV, 15))
 end
 return 1

@@ -324,3 +324,18 @@ def scheduled_staged(klass):
     """Until when a class's scheduled sends are staged in Redis (Unix seconds); gone with a Redis that lost its data,
     which makes the mover stage them all again from the database."""
     return f"{PREFIX}:sched:staged:{klass}"
+
+
+def activity():
+    """The activity log's buffer on a class's Redis: a capped stream of admission's decisions and the sends' ends,
+    drained into the host's database (notifications.activity.drain)."""
+    return f"{PREFIX}:activity"
+
+
+NO_ACTIVITY = f"{PREFIX}:activity:off"  # what admission is handed while SLUICE_ACTIVITY is off: never touched
+
+
+def activity_drained():
+    """A hash on a class's Redis: the last stream id the activity drain stored (``last``) and how many entries it has
+    stored in all (``count``), for sluice_activity_dropped_total."""
+    return f"{PREFIX}:activity:drained"

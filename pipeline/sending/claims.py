@@ -6,9 +6,9 @@ from contextlib import contextmanager
 
 from redis.exceptions import RedisError
 
-from pipeline import durability, metrics
+from pipeline import activity_fields, durability, metrics
 from pipeline.broker import marks
-from pipeline.conf import transport_options
+from pipeline.conf import sluice_settings, transport_options
 from pipeline.connections import class_redis, route, script
 from pipeline.errors import NotReplicated, WaitRefused
 from pipeline.gates import gate
@@ -85,10 +85,10 @@ def _answer(message, state, left_ms):
     return True
 
 
-def record_end(message, status, seconds=None, also_count="", lateness=None):
+def record_end(message, status, seconds=None, also_count="", lateness=None, activity=None):
     """End a claimed send: mark it sent (or drop the claim so a retry may send) and count it, with one more
-    counter field ``also_count`` and, for a scheduled send, its ``lateness`` in the same round trip. True when it was
-    recorded."""
+    counter field ``also_count``, for a scheduled send its ``lateness``, and the activity log's ``activity`` entry
+    (a pipeline.activity_fields.Entry, or None) in the same round trip. True when it was recorded."""
     mark = marks.field(message.id, message.channel)
     try:
         mark_key, expire_at = marks.write_target(mark)
@@ -101,6 +101,7 @@ def record_end(message, status, seconds=None, also_count="", lateness=None):
             (mark_key, mark, expire_at),
             also_count=also_count,
             lateness=lateness,
+            activity=activity,
         )
         return True
     except RedisError as exc:
@@ -110,11 +111,14 @@ def record_end(message, status, seconds=None, also_count="", lateness=None):
         return False
 
 
-def finish_send(claim_key, channel, klass, status, seconds=None, mark=None, also_count="", lateness=None):
+def finish_send(
+    claim_key, channel, klass, status, seconds=None, mark=None, also_count="", lateness=None, activity=None
+):
     """End a send: drop its claim, write its "sent" mark when ``status`` keeps one ("sent", "rejected"), and count
     it. ``mark`` is (hash key, field, hash expiry in Unix seconds), from pipeline.broker.marks; ``also_count`` is one
     more counter field to add one to (the message's processed count), saving a round trip; ``lateness`` (seconds
-    past a scheduled send's send_at) goes into sluice_scheduled_lateness_seconds.
+    past a scheduled send's send_at) goes into sluice_scheduled_lateness_seconds; ``activity`` (an Entry) is written
+    to the activity log's buffer while SLUICE_ACTIVITY is on.
 
     A replicated class WAITs for its replicas in the same round trip; when they do not confirm, the end is counted
     and logged, never failed: the send went out, and a lost mark can only send it again after a failover, never
@@ -130,10 +134,14 @@ def finish_send(claim_key, channel, klass, status, seconds=None, mark=None, also
     if lateness is not None:
         late = (*metrics.lateness_fields(klass, max(0.0, lateness)), max(0.0, lateness))
     found = route(klass)
+    log = sluice_settings().activity
+    logged = ["0"]
+    if activity is not None and log.enabled:
+        logged = [log.buffer_entries, *(part for pair in activity_fields.encode(activity).items() for part in pair)]
     try:
         durability.run(
             script.get("finish_send"),
-            keys=[claim_key, keys.counters(), mark_key],
+            keys=[claim_key, keys.counters(), mark_key, keys.activity()],
             args=[
                 state,
                 int(expire_at),
@@ -142,6 +150,7 @@ def finish_send(claim_key, channel, klass, status, seconds=None, mark=None, also
                 mark_field,
                 also_count,
                 *late,
+                *logged,
             ],
             client=found.client,
             queue=found.queue,

@@ -9,8 +9,10 @@ import dataclasses
 import logging
 import time
 
+from pipeline import activity_fields
 from pipeline.broker import deadletters
 from pipeline.conf import sluice_settings
+from pipeline.connections import class_redis
 from pipeline.sending import expiry
 from pipeline.sending.claims import describe
 from pipeline.sending.republish import republish
@@ -144,6 +146,22 @@ def keep(attempt, reason, error, channels):
         why = f"dead letter not written ({describe(exc)}); the message is requeued"
         raise Ended(Ending(REQUEUED, error=why)) from None
     logger.warning("notification %s dead-lettered (%s): %s", letter.notification_id, reason, letter.error)
+    kwargs = attempt.kwargs
+    # One more round trip, on the dead letters' path only: the entry names why, for each channel kept.
+    activity_fields.record(
+        class_redis(attempt.klass),
+        activity_fields.Entry(
+            str(kwargs.get("user_id", "")),
+            str(kwargs.get("kind", "")),
+            str(kwargs.get("entity_id", "")),
+            str(kwargs.get("notification_id", "")),
+            attempt.klass,
+            activity_fields.EXPIRED if reason == "expired" else activity_fields.DEAD_LETTERED,
+            reason,
+            str(letter.error)[: activity_fields.DETAIL_MAX],
+            channel=",".join(channels or ()),
+        ),
+    )
 
 
 def unexpected(attempt, exc):

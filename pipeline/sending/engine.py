@@ -22,7 +22,7 @@ import logging
 import time
 from contextlib import ExitStack
 
-from pipeline import metrics
+from pipeline import activity_fields, metrics
 from pipeline.broker import batch_fetch
 from pipeline.conf import sluice_settings
 from pipeline.gates import gate
@@ -231,8 +231,39 @@ class Batch:
             # A scheduled send's lateness, once a message, with its last channel's end.
             send_at = item.attempt.kwargs.get("send_at") if last and status == "sent" else None
             lateness = time.time() - send_at if isinstance(send_at, (int, float)) else None
-            if record_end(message, status, seconds, also_count=also, lateness=lateness) and also:
+            logged = _activity(item, message, status, result)
+            if record_end(message, status, seconds, also_count=also, lateness=lateness, activity=logged) and also:
                 item.counted = True
+
+
+def _activity(item, message, status, result):
+    """The activity log's entry for one channel's end of a send, written with it: sent (its provider and the provider's
+    id for it) or retried (the error); None when the dead letters write their own (a refusal, an expiry, the last
+    attempt's failure: endings.keep)."""
+    if status == "sent":
+        provider, provider_id = result if isinstance(result, tuple) else (None, None)
+        outcome, reason, detail = activity_fields.SENT, "", provider_id or ""
+        failed = [step.split(":", 1)[0] for step in getattr(result, "tried", ())]
+        if failed:
+            # Failed over: the providers that failed it first, by name (their errors are in the worker's log).
+            reason = activity_fields.FAILOVER_PREFIX + ",".join(failed)
+    elif status == "failed" and not endings.last_attempt(item.attempt):
+        provider, outcome, reason = None, activity_fields.RETRIED, type(result).__name__
+        detail = str(result)[: activity_fields.DETAIL_MAX]
+    else:
+        return None
+    return activity_fields.Entry(
+        str(message.user_id),
+        message.kind,
+        message.entity_id,
+        message.id,
+        message.klass,
+        outcome,
+        reason,
+        str(detail),
+        channel=message.channel,
+        provider=provider or "",
+    )
 
 
 def ready(item):

@@ -134,6 +134,8 @@ def test_the_apps_declare_their_tasks_and_the_app_is_built_on_first_use():
     before, tasks, same = json.loads(done.stdout)
     assert before == []
     assert tasks == [
+        "sluice.activity.drain",
+        "sluice.activity.prune",
         "sluice.delivery.prune",
         "sluice.digest.flush",
         "sluice.inbox.escalate",

@@ -4,7 +4,7 @@
 -- (pipeline/admission/runner.py, admit_many) bounds a batch (wire.MAX_BATCH events), so its run time is bounded.
 --
 -- Inputs and reply by name (pipeline/admission/wire.py owns the formats; include/wire.lua reads them here):
--- KEYS      the batch's shared keys (layout.keys: counters, pending, size, overflow, trigger, as admit_event.lua's);
+-- KEYS      the batch's shared keys (layout.keys: counters, pending, size, overflow, trigger, activity, as admit_event.lua's);
 --           then the queue's list and its priority sub-lists (ARGV lists of them); then each event's own keys
 --           (layout.event_keys: preferences, throttle, fold_entity, fold_kind, fold_user, idempotency)
 -- ARGV      layout (the names of all of these); lists (how many queue lists); constants, payloads, parts (how many
@@ -13,7 +13,7 @@
 --           parts (each a JSON array, pipeline.broker.message.batch_envelope); then each event's own arguments
 --           (layout.event_args: parts, constants and payload, indexes into those lists from 1; body and tag, what
 --           its message's parts are joined with; entity, member_entity, member_kind, member_user, notification,
---           idempotency_ttl)
+--           idempotency_ttl, user, title)
 -- Returns   a JSON array: each event's reply, in order, as admit_event.lua's; an event whose user's mirror holds no
 --           plan is {"outcome": "error", "error": ...}, the others admitted all the same. An event that waits for
 --           room (full) or is refused is not tallied: its caller counts what becomes of it
@@ -28,6 +28,8 @@
 -- fold_store(c, k, a, now) -> finish(...) (include/fold.lua)
 --! include bounded
 -- replayed, push, record (include/bounded.lua)
+--! include activity
+-- activity_add(log, key, values): one entry of the activity log (pipeline/lua/include/activity.lua)
 --! include admit
 -- admit_one(c, k, a, lists, first, now): the decision itself (include/admit.lua)
 local layout = cjson.decode(ARGV[1])

@@ -10,14 +10,15 @@
 --           size-trigger flag); preferences (the user's mirrored hash); throttle (the user's log for this kind);
 --           fold_entity, fold_kind, fold_user (the fold hashes of the three grains); idempotency (the caller's
 --           idempotency key, or an inbox item's escalation's: its first call's outcome; a placeholder, never
---           touched, without a key); then
+--           touched, without a key); activity (the activity log's capped stream: one entry per decision, written
+--           while c.activity is set, include/activity.lua); then
 --           the queue's list and its priority sub-lists (its depth). pending, size, trigger and the fold hashes are
 --           a placeholder, never touched, when the folds live on another Redis (c.elsewhere).
 -- ARGV      layout (the KEYS and ARGV names); constants (the kind's: bounds, plan, counter fields' prefixes, the mirror's
 --           fields); message (with c.placeholder where the channels header goes); payload (JSON);
 --           member_entity, member_kind, member_user (the pending members of the three grains); entity;
 --           notification (the throttle log's member); idempotency_ttl (seconds the key is kept; 0: the call has
---           no key)
+--           no key); user and title (what the activity log's entry names: the user's id, the payload's title or "")
 -- Returns   the reply (JSON): outcome accepted, folded, collapsed, deferred, suppressed, full (critical: wait;
 --           with the filled message), ceiling, overflow_full or store_full; flush (1: start a size-triggered
 --           flush); instant (the instant channels); reason and grain of a fold. With the folds on another Redis
@@ -45,6 +46,8 @@
 -- fold_store(c, k, a, now) -> finish(...) (include/fold.lua)
 --! include bounded
 -- replayed, push, record: the key replayed, the bound and the push, the key recorded (include/bounded.lua)
+--! include activity
+-- activity_add(log, key, values): one entry of the activity log (pipeline/lua/include/activity.lua)
 --! include admit
 -- admit_one(c, k, a, lists, first, now): the decision itself (include/admit.lua)
 local c, k, a, first = read_request(KEYS, ARGV)

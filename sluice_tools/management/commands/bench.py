@@ -39,6 +39,19 @@ class Command(BaseCommand):
             help="notify_many() for N users against a loop of N notify() calls (with --choices, --idempotency)",
         )
         admission.add_argument(
+            "--activity",
+            action="store_true",
+            help="notify() with the activity log (SLUICE_ACTIVITY) on against off: the ratio, round trips, bytes",
+        )
+        admission.add_argument(
+            "--flood",
+            type=int,
+            default=0,
+            metavar="N",
+            help="with --activity: N events over --flood-users users, drain stopped: the buffer's bound and dropped",
+        )
+        admission.add_argument("--flood-users", type=int, default=100_000, help="users of the --flood")
+        admission.add_argument(
             "--durability",
             action="store_true",
             help='durability "replicated" (WAIT for a replica) against "async", on a primary with one replica',
@@ -102,6 +115,11 @@ class Command(BaseCommand):
         cost.add_argument(
             "--producers", default="1,2,4,8", help="producer processes of each ceiling step, comma-separated"
         )
+        cost.add_argument(
+            "--activity",
+            action="store_true",
+            help="instead: a worker's send with the activity log on against off, critical and routine",
+        )
         sub.add_parser(
             "preferences", help="one 64 KiB PUT /api/preferences/: Redis commands and time; 16 at once and /healthz"
         )
@@ -133,9 +151,26 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps(result, indent=2, sort_keys=True))
 
     def bench_admission(
-        self, calls, rounds, choices=False, folds=False, idempotency=False, durability=False, fanout=0, **options
+        self,
+        calls,
+        rounds,
+        choices=False,
+        folds=False,
+        idempotency=False,
+        durability=False,
+        fanout=0,
+        activity=False,
+        flood=0,
+        flood_users=100_000,
+        **options,
     ):
-        from sluice_tools.bench import admission_bench, admission_durability, admission_fanout, admission_folds
+        from sluice_tools.bench import (
+            admission_activity,
+            admission_bench,
+            admission_durability,
+            admission_fanout,
+            admission_folds,
+        )
 
         if fanout:
             result = admission_fanout.run(fanout, max(rounds, 5), None, choices, idempotency)
@@ -152,6 +187,23 @@ class Command(BaseCommand):
             shown = ", ".join(f"{k} {v:,.0f}/s" for k, v in last.items())
             self.stdout.write(f"round {done}/{total}: {shown}")
 
+        if activity and flood:
+            result = admission_activity.flood(flood, flood_users, progress=progress)
+            self.stdout.write(
+                f"{flood:,} events over {flood_users:,} users at {result['events_per_s']:,}/s, drain stopped: the "
+                f"buffer peaked at {result['buffer_length_peak_sampled']:,} entries "
+                f"({result['buffer_bytes_peak_sampled']:,} bytes) for a bound of {result['buffer_entries']:,}; "
+                f"{result['dropped']:,} dropped and counted"
+            )
+            return result
+        if activity:
+            result = admission_activity.run(calls, rounds, progress, choices)
+            self.stdout.write(
+                f"notify() with the activity log on runs at {result['on_vs_off_rate']}x its rate with the log off "
+                f"(target >= 0.9); round trips {result['round_trips_per_notify']}; "
+                f"{result['buffer_bytes_per_entry']} bytes an entry in the buffer"
+            )
+            return result
         if durability:
             result = admission_durability.run(calls, rounds, progress)
             self.stdout.write(
@@ -290,8 +342,19 @@ class Command(BaseCommand):
         )
         return result
 
-    def bench_cost(self, redis_url, events, rounds, ceiling_seconds, producers, **options):
-        from sluice_tools.bench import cost_report
+    def bench_cost(self, redis_url, events, rounds, ceiling_seconds, producers, activity=False, **options):
+        from sluice_tools.bench import cost_activity, cost_report
+
+        if activity:
+            result = cost_activity.run(redis_url, events, rounds, self.stdout)
+            for klass, each in result["classes"].items():
+                on, off = each["worker_log_on"], each["worker_log_off"]
+                self.stdout.write(
+                    f"{klass} worker: the log on runs at {each['on_vs_off_throughput']}x its throughput with the log "
+                    f"off; Redis CPU {on['redis_cpu_us_per_event']} against {off['redis_cpu_us_per_event']} us and "
+                    f"commands {on['commands_per_event']} against {off['commands_per_event']} a send"
+                )
+            return result
 
         try:
             steps = [int(n) for n in producers.split(",") if n.strip()]

@@ -13,7 +13,9 @@
 --     now    Redis's clock, in seconds
 --     known  nil, or a batch's table that keeps the queue's depth once read (only the batch pushes onto the queue
 --            while its script runs), so each event after the first reads no lengths (include/bounded.lua push)
--- What each outcome means, and what a key records, is said in admit_event.lua's header.
+-- What each outcome means, and what a key records, is said in admit_event.lua's header. Each decision is written to
+-- the activity log in the same step (include/activity.lua, included before this one: k.activity, c.activity), with
+-- a.user and a.title; a critical that waits for room (full) is written by what its wait comes to.
 -- A batch's users mostly share a plan (their kind's default): each text is decoded once a call.
 local decoded_plans = {}
 local function plan_of(text)
@@ -26,9 +28,13 @@ local function plan_of(text)
   return found[1], found[2], found[3]
 end
 
+-- Why an event was held, and until when: set by admit, read by the activity entry of the same event.
+local noted = {hold = '', due = 0}
+
 -- Admission itself: the reply's fields (a table), or an error reply.
 local function admit(c, k, a, lists, first, now, known)
   local klass = c.class
+  noted.hold, noted.due = '', 0
 
   -- The user's choices, read once: the kind's plan, the quiet intervals, the cadence ticks, and for an inbox item's
   -- escalation what the user's rows make of its channels outside the kind (a plan of those channels alone).
@@ -170,6 +176,7 @@ local function admit(c, k, a, lists, first, now, known)
     end
   end
   local digest_due = #digest > 0 and (next_tick() or now) or 0
+  noted.hold, noted.due = hold, due
   if c.elsewhere and (hold ~= '' or #digest > 0) then
     return {outcome = outcome, instant = instant_text, handover = {
       hold = hold, due = due, digest = table.concat(digest, ','), digest_due = digest_due}}
@@ -181,17 +188,63 @@ local function admit(c, k, a, lists, first, now, known)
   return fold_store(c, k, a, now)(outcome, instant, instant_text, hold, due, digest, digest_due)
 end
 
+-- The activity entry's outcome, reason, detail and fold key for a reply (pipeline/activity_fields.py names them);
+-- nil for a critical that waits for room: what its wait comes to is written then.
+local function decision(c, a, reply)
+  local outcome, reason = reply.outcome, reply.reason or ''
+  if outcome == 'full' then
+    return nil
+  end
+  if outcome == 'ceiling' or outcome == 'overflow_full' or outcome == 'store_full' then
+    return 'rejected', outcome, '', ''
+  end
+  if reply.handover then
+    -- Folded on the digest's own Redis: what it comes to there, as the key records it.
+    local held = reply.handover.hold
+    if held ~= '' or not outcome then
+      outcome = c.class == 'routine' and 'folded' or 'collapsed'
+      reason = held ~= '' and held or 'preference'
+    end
+  end
+  local fold = ''
+  if reply.grain and reply.grain ~= '' then
+    fold = a['member_' .. reply.grain] or ''
+  end
+  if outcome == 'deferred' then
+    return 'deferred', 'overflow', '', ''
+  end
+  if reason == 'quiet' or reason == 'cadence' then
+    return 'deferred', reason, tostring(noted.due), fold
+  end
+  if reason == 'throttle' then
+    return 'throttled', reason, '', fold
+  end
+  return outcome or '', reason, '', fold
+end
+
+local function log_decision(c, k, a, outcome, reason, detail, fold)
+  activity_add(c.activity, k.activity, {user = a.user, kind = c.kind, entity = a.entity, notification = a.notification,
+    klass = c.class, outcome = outcome, reason = reason, detail = detail, fold = fold, title = a.title})
+end
+
 local function admit_one(c, k, a, lists, first, now, known)
   local ttl = tonumber(a.idempotency_ttl)
   if ttl > 0 then
     local recorded = replayed(k.idempotency, k.counters, c.replay_field)
     if recorded then
+      log_decision(c, k, a, 'replayed', '', recorded, '')
       return {outcome = recorded, replayed = 1}
     end
   end
   local reply = admit(c, k, a, lists, first, now, known)
   if reply.err then
     return reply
+  end
+  if c.activity then
+    local outcome, reason, detail, fold = decision(c, a, reply)
+    if outcome then
+      log_decision(c, k, a, outcome, reason, detail, fold)
+    end
   end
   if ttl > 0 then
     local outcome = reply.outcome
