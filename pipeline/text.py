@@ -15,6 +15,7 @@ _ESCAPE_SEQUENCE = re.compile(
 )
 #: Every logger Sluice logs to; tests/unit/test_text.py checks that no module logs to another.
 LOGGERS = (
+    "sluice.activity",
     "sluice.admission",
     "sluice.batch",
     "sluice.breaker",

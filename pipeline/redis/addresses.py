@@ -271,6 +271,9 @@ ACL_COMMANDS = (
     # Sorted sets: pending digests, claims, dead letters, latency samples, kombu's unacked index.
     "zadd", "zcard", "zcount", "zpopmin", "zrange", "zrangebyscore", "zrem", "zremrangebyscore", "zrevrangebyscore",
     "zscore",
+    # Streams: the activity log's buffer (XADD in admission's and a send's step, the drain's XRANGE and XTRIM, the
+    # exporter's XLEN and XINFO STREAM for the dropped count).
+    "xadd", "xinfo|stream", "xlen", "xrange", "xtrim",
     # Celery's events and broadcast commands (kombu's fanout over pub/sub patterns).
     "publish", "psubscribe", "punsubscribe",
 )  # fmt: skip

@@ -18,7 +18,9 @@ def schedule_at_60(transactional_db, settings):
 
     settings.SLUICE_DIGEST = {"flush_interval_s": 60, "max_keys": 200}
     import_module("digest.migrations.0001_beat_schedule").create(apps, None)
-    import_module("notifications.migrations.0007_inbox").create(apps, None)  # beat refuses to start without it
+    # Beat refuses to start without the other periodic tasks Sluice needs: their migrations made them.
+    import_module("notifications.migrations.0007_inbox").create(apps, None)
+    import_module("notifications.migrations.0010_activity").create(apps, None)
     return settings
 
 
