@@ -116,8 +116,7 @@ def _reserve(kind, send_at, events, existing):
     if klass not in api.RESERVING:
         return [send_at] * len(events), []
     rate = sluice_settings().schedule.classes[klass]
-    latest = int(send_at)
-    earliest = latest - max(kind.schedule_window_s, 1) + 1
+    earliest, latest = api.window_of(kind, send_at)
     holding = [_held(existing.get(event.user_id)) for event in events]
     seconds, available = staging.reserve(klass, latest, earliest, holding, rate.slots_per_s)
     refused = events[len(seconds) :]
