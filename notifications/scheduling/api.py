@@ -158,7 +158,7 @@ def _reserve(kind, send_at, existing):
             retry_after=1.0,
             available_at=available,
         )
-    return float(seconds[0]), True
+    return due_in(seconds[0], send_at), True
 
 
 def window_of(kind, send_at, now=None):
@@ -168,6 +168,12 @@ def window_of(kind, send_at, now=None):
     latest = int(send_at)
     now = time.time() if now is None else now
     return max(latest - max(kind.schedule_window_s, 1) + 1, min(int(now), latest)), latest
+
+
+def due_in(second, send_at):
+    """When a send reserved in ``second`` is published: the second's start, or its send_at when the second is send_at's
+    own (a send goes early only by its kind's window, never by the fraction of its second)."""
+    return send_at if second >= int(send_at) else float(second)
 
 
 def _write(existing, identity, klass, event, send_at, due, reserved):

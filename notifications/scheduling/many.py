@@ -122,7 +122,7 @@ def _reserve(kind, send_at, events, existing):
     refused = events[len(seconds) :]
     if refused:
         metrics.count(metrics.scheduled_field(klass, "rejected"), len(refused), klass=klass)
-    return [float(s) for s in seconds], [_Refused(event.user_id, available) for event in refused]
+    return [api.due_in(s, send_at) for s in seconds], [_Refused(event.user_id, available) for event in refused]
 
 
 def _held(row):

@@ -167,6 +167,18 @@ def test_a_critical_send_reserves_a_second_of_its_window_or_is_refused_now(user,
     assert {int(k): int(v) for k, v in counts.items()} == {when - 1: 2, when: 2, when + 100: 1}
 
 
+def test_a_critical_send_without_a_window_goes_out_at_its_send_at_not_at_its_seconds_start(user, redis_client):
+    """Found by bench schedule: a reserved send was published at the start of its reserved second, so a kind with no
+    window (0: never early) sent up to a second before its send_at."""
+    when = int(soon(600)) + 0.7
+    notify(user, CRITICAL, entity_id="m1", send_at=when)
+    [row] = ScheduledSend.objects.all()
+    assert row.due_at == at(when)
+    assert redis_client.hget(keys.scheduled_slots("critical"), int(when)) == b"1"  # its second's place
+    assert mover.drain("critical", now=int(when) + 0.1)["published"] == 0
+    assert mover.drain("critical", now=when + 0.01)["published"] == 1
+
+
 def test_a_window_reaching_back_past_now_reserves_no_second_gone_by(user, redis_client, settings):
     """Found by bench schedule: a reminder scheduled less than its window ahead took seconds already gone by, so the
     mover published those at once, all together: more than the pool drains in the second they went out in."""
