@@ -37,6 +37,8 @@ def run(redis_url, part, scale, out, stdout):
         stdout.write("spike: critical reminders due in the same second")
         result["spike"] = schedule_spike.run(redis_url, scale, stdout)
     result["holds"] = all(result[name]["holds"] for name in chosen)
+    # The machine's load as the run ended (1, 5, 15 minutes): lateness measured on a busy host says so.
+    result["load_average"] = [round(n, 1) for n in os.getloadavg()]
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "bench.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
@@ -50,7 +52,8 @@ def markdown(result):
     lines = [
         "# bench schedule",
         "",
-        f"{result['date']} on {result['host']}, scale {result['scale']}. Every target holds: **{result['holds']}**.",
+        f"{result['date']} on {result['host']} (load average {result['load_average']} at the end), scale "
+        f"{result['scale']}. Every target holds: **{result['holds']}**.",
         "",
     ]
     move = result.get("move")
@@ -94,7 +97,9 @@ def markdown(result):
         short, fits = spike["short_window"], spike["window_that_fits"]
         lines += [
             f"## Spike: {fits['reminders']:,} critical reminders due at 09:50:00, a pool sending "
-            f"{fits['pool_rate_measured_per_s']}/s ({schedule_spike.per_s()}/s reservable)",
+            f"{fits['pool_rate_measured_per_s']}/s (rate_per_s {fits['rate_per_s']}: "
+            f"{schedule_spike.per_s(fits['rate_per_s'])}/s reservable; the short window at "
+            f"{schedule_spike.RATE_PER_S}: {schedule_spike.per_s()}/s)",
             "",
             "| window | scheduled | refused at scheduling | first due | first sent | last sent | after send_at | "
             "lost | doubled |",

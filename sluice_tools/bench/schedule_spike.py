@@ -35,16 +35,24 @@ CHUNK = 1000
 RATE_PROBE = 330  # six seconds of the pool's sending
 
 
-def per_s():
-    return math.floor(RATE_PER_S * RESERVABLE)
+def per_s(rate_per_s=RATE_PER_S):
+    """The scheduled sends one second of the pool holds."""
+    return math.floor(rate_per_s * RESERVABLE)
 
 
-def settings_for(window_s, count):
+def settings_for(window_s, count, rate_per_s=RATE_PER_S):
     return {
         "SLUICE_KINDS": kinds(window_s),
-        "SLUICE_SCHEDULE": schedule_setting(max_per_user=10),
+        "SLUICE_SCHEDULE": schedule_setting(rate_per_s=rate_per_s, max_per_user=10),
         "SLUICE_QUEUES": {"critical": {"capacity": count + 1000, "wait_ms": 250}},
     }
+
+
+def window_that_fits(count, rate_per_s, scale):
+    """240 s for 10,000 at 44 a second (227 s of the rate, and room); as many seconds as fit, scaled down."""
+    if scale == 1 and rate_per_s == RATE_PER_S:
+        return WINDOW_FITS_S
+    return math.ceil(count / per_s(rate_per_s)) + round(12 * scale) + 1
 
 
 def schedule(users, send_at, entity):
@@ -120,9 +128,10 @@ def pool_rate(client, count):
     return round(len(records) / span, 1)
 
 
-def on_time_part(client, redis_url, users, window_s, margin_s, stdout):
-    """The window that fits: schedule, then the mover and the pool send them; when each went against send_at."""
-    conf = settings_for(window_s, len(users))
+def on_time_part(client, redis_url, users, scale, margin_s, stdout):
+    """The window that fits: the pool's rate measured, the reminders scheduled at that rate (55 a second, or what the
+    pool sends when that is less), then the mover and the pool send them; when each went against send_at."""
+    conf = settings_for(WINDOW_FITS_S, len(users))
     provider = {"backend": "sluice_tools.bench.provider.SimulatedProvider", "options": {"latency_ms": 145}}
     conf["SLUICE_CHANNELS"] = {name: provider for name in ("email", "sms", "push")}
     stop = threading.Event()
@@ -133,22 +142,27 @@ def on_time_part(client, redis_url, users, window_s, margin_s, stdout):
         mover = threading.Thread(target=runner.run, args=("critical", stop), name="bench-mover", daemon=True)
         try:
             measured = pool_rate(client, max(40, round(RATE_PROBE * len(users) / REMINDERS)))
+            rate = min(RATE_PER_S, math.floor(measured))
+            window_s = window_that_fits(len(users), rate, scale)
             stdout.write(
-                f"  the critical pool sends {measured}/s (SLUICE_SCHEDULE says {RATE_PER_S}, {per_s()} reservable)"
+                f"  the critical pool sends {measured}/s: SLUICE_SCHEDULE['critical']['rate_per_s'] {rate} "
+                f"({per_s(rate)} a second reservable); a {window_s} s window"
             )
-            send_at = math.ceil(time.time()) + window_s + margin_s
-            scheduled, refused = schedule(users, send_at, "spike")
-            seconds = reserved(client)
-            mover.start()
-            deadline = send_at + 120
-            while time.time() < deadline and (
-                len(sent_records(client)) < scheduled or ScheduledSend.objects.filter(entity_id="spike").exists()
-            ):
+            with override_settings(**settings_for(window_s, len(users), rate)):
+                send_at = math.ceil(time.time()) + window_s + margin_s
+                scheduled, refused = schedule(users, send_at, "spike")
+                seconds = reserved(client)
+                mover.start()
+                deadline = send_at + 120
+                while time.time() < deadline and (
+                    len(sent_records(client)) < scheduled or ScheduledSend.objects.filter(entity_id="spike").exists()
+                ):
+                    time.sleep(0.5)
                 time.sleep(0.5)
-            time.sleep(0.5)
         finally:
             stop.set()
-            mover.join(10)
+            if mover.is_alive():
+                mover.join(10)
             worker.stop()
     records = [r for r in sent_records(client) if r["entity_id"] == "spike"]
     by_id = Counter(r["id"] for r in records)
@@ -157,6 +171,7 @@ def on_time_part(client, redis_url, users, window_s, margin_s, stdout):
     part = {
         "window_s": window_s,
         "pool_rate_measured_per_s": measured,
+        "rate_per_s": rate,
         "reminders": len(users),
         "scheduled": scheduled,
         "refused": len(refused),
@@ -183,7 +198,6 @@ def run(redis_url, scale, stdout):
     client = get_redis()
     client.flushdb()
     count = max(50, round(REMINDERS * scale))
-    fits = max(2, math.ceil(count / per_s()) + round(12 * scale) + 1) if scale < 1 else WINDOW_FITS_S
     short = max(1, round(WINDOW_SHORT_S * scale))
     users = bench_users("bench-spike", count)
     ScheduledSend.objects.filter(entity_id__in=("spike", "spike-short")).delete()
@@ -193,9 +207,9 @@ def run(redis_url, scale, stdout):
         f"  {short_part['scheduled']:,} scheduled, {short_part['refused']:,} refused at scheduling time (each told "
         f"{', '.join(short_part['refusal_times'])})"
     )
-    stdout.write(f"  {count:,} reminders due in one second, a {fits} s window: sent by the pool")
+    stdout.write(f"  {count:,} reminders due in one second, a window that fits: sent by the pool")
     margin = max(10, math.ceil(short_part["scheduling_s"] * 3) + 5)
-    fits_part = on_time_part(client, redis_url, users, fits, margin, stdout)
+    fits_part = on_time_part(client, redis_url, users, scale, margin, stdout)
     stdout.write(
         f"  {fits_part['scheduled']:,} scheduled, first sent {fits_part['first_sent']}, last {fits_part['last_sent']}, "
         f"{fits_part['sent_after_send_at']} after send_at, {fits_part['lost']} lost, {fits_part['doubled']} doubled"
