@@ -28,14 +28,18 @@ MEETINGS = 4
 ATTENDEES = 180
 WARMUP_S = 5.0
 PREFIX = "sched-"
+# The default share, and one that leaves the incident's own critical sends (14 a second, a third of the pool's 41)
+# their room: the reservation promises on time only to a pool whose unreserved share carries the sends of the moment.
+RESERVABLES = (0.8, 0.5)
+FITTING = 0.5
 
 
-def settings_for(scale, flush_interval_s):
+def settings_for(scale, flush_interval_s, reservable):
     """The incident's Sluice settings, the reminder with its window, the critical pool's rate as it sends."""
     conf = incident.settings_for("sluice", flush_interval_s, scale)
     conf["SLUICE_KINDS"] = kinds()
     rate = math.floor(incident.pool_rate(incident.SLUICE_POOLS["critical"]))
-    conf["SLUICE_SCHEDULE"] = schedule_setting(rate_per_s=rate)
+    conf["SLUICE_SCHEDULE"] = schedule_setting(rate_per_s=rate, reservable=reservable)
     return conf
 
 
@@ -76,12 +80,12 @@ def replay(client, started, scale, flush_interval_s, progress):
     return outcomes, (flush, drain, next_flush, next_drain)
 
 
-def run(redis_url, scale, stdout, database_url):
-    """Replay and measure; return the report's part."""
+def run(redis_url, scale, stdout, database_url, reservable):
+    """Replay and measure with ``reservable`` of the critical pool's rate for scheduled sends; return the result."""
     client = get_redis()
     client.flushdb()
     flush_interval_s = max(15, round(60 * scale))
-    conf = settings_for(scale, flush_interval_s)
+    conf = settings_for(scale, flush_interval_s, reservable)
     env = incident.worker_env(conf, database_url)
     users = bench_users("bench-schedule-late", max(4, round(ATTENDEES * scale)))
     burst_s = traffic.BURST_SECONDS * scale
@@ -108,7 +112,10 @@ def run(redis_url, scale, stdout, database_url):
             mover.join(10)
             for worker in workers:
                 worker.stop()
-    return summarize(sent_records(client), due, len(users), outcomes, scale)
+    report = summarize(sent_records(client), due, len(users), outcomes, scale)
+    rate = conf["SLUICE_SCHEDULE"]["critical"]["rate_per_s"]
+    report.update(rate_per_s=rate, reservable=reservable, reserved_per_s=math.floor(rate * reservable))
+    return report
 
 
 def summarize(records, due, attendees, outcomes, scale):
