@@ -76,6 +76,9 @@ SLUICE_CHANNELS = _env_json(
 # A project declares its kinds here; this one models a calendar and task product, as in the demo.
 SLUICE_KINDS = _env_json("SLUICE_KINDS", DEMO_KINDS)
 
+# Scheduled sends (docs/scheduling.md): the defaults unless the environment says otherwise.
+SLUICE_SCHEDULE = _env_json("SLUICE_SCHEDULE", {})
+
 SLUICE_MAX_PAYLOAD_BYTES = int(os.environ.get("SLUICE_MAX_PAYLOAD_BYTES", 16 * 1024))
 
 SLUICE_DIGEST = _env_json("SLUICE_DIGEST", {"flush_interval_s": 60, "max_keys": 200})

@@ -161,9 +161,7 @@ def _reserve(kind, send_at, existing):
     if klass not in RESERVING:
         return send_at, False
     rate = sluice_settings().schedule.classes[klass]
-    latest = int(send_at)
-    # The window's seconds end at send_at's: a window of W seconds holds W seconds of the rate (0: send_at's own).
-    earliest = latest - max(kind.schedule_window_s, 1) + 1
+    earliest, latest = window_of(kind, send_at)
     seconds, available = staging.reserve(klass, latest, earliest, [_held(existing)], rate.slots_per_s)
     if not seconds:
         metrics.count(metrics.scheduled_field(klass, "rejected"), klass=klass)
@@ -174,7 +172,22 @@ def _reserve(kind, send_at, existing):
             retry_after=1.0,
             available_at=available,
         )
-    return float(seconds[0]), True
+    return due_in(seconds[0], send_at), True
+
+
+def window_of(kind, send_at, now=None):
+    """(earliest, latest): the seconds a reserving ``kind``'s send for ``send_at`` may take. They end at send_at's: a
+    window of W seconds holds W seconds of the rate (0: send_at's own); and they start no earlier than this second,
+    since a second gone by would publish its sends at once, all together, beside the ones due now."""
+    latest = int(send_at)
+    now = time.time() if now is None else now
+    return max(latest - max(kind.schedule_window_s, 1) + 1, min(int(now), latest)), latest
+
+
+def due_in(second, send_at):
+    """When a send reserved in ``second`` is published: the second's start, or its send_at when the second is send_at's
+    own (a send goes early only by its kind's window, never by the fraction of its second)."""
+    return send_at if second >= int(send_at) else float(second)
 
 
 def _write(existing, identity, klass, event, send_at, due, reserved):

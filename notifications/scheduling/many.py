@@ -116,14 +116,13 @@ def _reserve(kind, send_at, events, existing):
     if klass not in api.RESERVING:
         return [send_at] * len(events), []
     rate = sluice_settings().schedule.classes[klass]
-    latest = int(send_at)
-    earliest = latest - max(kind.schedule_window_s, 1) + 1
+    earliest, latest = api.window_of(kind, send_at)
     holding = [_held(existing.get(event.user_id)) for event in events]
     seconds, available = staging.reserve(klass, latest, earliest, holding, rate.slots_per_s)
     refused = events[len(seconds) :]
     if refused:
         metrics.count(metrics.scheduled_field(klass, "rejected"), len(refused), klass=klass)
-    return [float(s) for s in seconds], [_Refused(event.user_id, available) for event in refused]
+    return [api.due_in(s, send_at) for s in seconds], [_Refused(event.user_id, available) for event in refused]
 
 
 def _held(row):
@@ -157,7 +156,7 @@ def _write(events, due, existing, identity, klass, send_at, reserved, result):
         moving.append(row)
     moved = []
     if moving:
-        ScheduledSend.objects.filter(state=PENDING).bulk_update(moving, [*MOVED_FIELDS, "version", "updated_at"])
+        _update_pending(moving)
         # Which of them the update found pending: the others were taken by a mover first, and go out as they were.
         found = dict(
             ScheduledSend.objects.filter(pk__in=[row.pk for row in moving], state=PENDING).values_list("pk", "version")
@@ -171,6 +170,20 @@ def _write(events, due, existing, identity, klass, send_at, reserved, result):
                 result.previous_sent += 1
     added = ScheduledSend.objects.bulk_create(adding)
     return moved, added
+
+
+def _update_pending(rows):
+    """Write ``rows``' new fields where each is still pending: one UPDATE for the rows that share their new values (a
+    call's rows differ only in the second each took and the version each had: a handful of groups). Django's
+    bulk_update writes a CASE for each field, each as long as the rows, so its cost grows with the rows squared:
+    moving 180 attendees took it 1.3 s on SQLite (bench schedule --part move)."""
+    groups = {}
+    for row in rows:
+        shared = (*(getattr(row, name) for name in MOVED_FIELDS), row.version, row.updated_at)
+        groups.setdefault(shared, []).append(row.pk)
+    for shared, pks in groups.items():
+        values = dict(zip((*MOVED_FIELDS, "version", "updated_at"), shared, strict=True))
+        ScheduledSend.objects.filter(pk__in=pks, state=PENDING).update(**values)
 
 
 def _give_back(klass, due, events, existing):

@@ -4,6 +4,7 @@ of that time; a critical kind reserves a second of its pool's rate, or is refuse
 bounds are refused by name."""
 
 import time
+from collections import Counter
 from datetime import UTC, datetime
 
 import pytest
@@ -164,6 +165,40 @@ def test_a_critical_send_reserves_a_second_of_its_window_or_is_refused_now(user,
     notify(user, CRITICAL, entity_id="m5", send_at=when)
     counts = redis_client.hgetall(keys.scheduled_slots("critical"))
     assert {int(k): int(v) for k, v in counts.items()} == {when - 1: 2, when: 2, when + 100: 1}
+
+
+def test_a_critical_send_without_a_window_goes_out_at_its_send_at_not_at_its_seconds_start(user, redis_client):
+    """Found by bench schedule: a reserved send was published at the start of its reserved second, so a kind with no
+    window (0: never early) sent up to a second before its send_at."""
+    when = int(soon(600)) + 0.7
+    notify(user, CRITICAL, entity_id="m1", send_at=when)
+    [row] = ScheduledSend.objects.all()
+    assert row.due_at == at(when)
+    assert redis_client.hget(keys.scheduled_slots("critical"), int(when)) == b"1"  # its second's place
+    assert mover.drain("critical", now=int(when) + 0.1)["published"] == 0
+    assert mover.drain("critical", now=when + 0.01)["published"] == 1
+
+
+def test_a_window_reaching_back_past_now_reserves_no_second_gone_by(user, redis_client, settings):
+    """Found by bench schedule: a reminder scheduled less than its window ahead took seconds already gone by, so the
+    mover published those at once, all together: more than the pool drains in the second they went out in."""
+    settings.SLUICE_SCHEDULE = {"critical": {"rate_per_s": 2, "reservable": 1}}
+    settings.SLUICE_KINDS = {**settings.SLUICE_KINDS, CRITICAL: {"class": "critical", "channels": ["push"],
+                                                                 "schedule_window_s": 120}}  # fmt: skip
+    began = time.time()
+    when = int(began) + 3
+    refused = []
+    for n in range(12):
+        try:
+            notify(user, CRITICAL, entity_id=f"m{n}", send_at=when)
+        except Rejected as exc:
+            refused.append(exc.available_at)
+    seconds = [int(row.due_at.timestamp()) for row in ScheduledSend.objects.all()]
+    assert min(seconds) >= int(began)  # from this second on, never before
+    assert max(Counter(seconds).values()) == 2
+    assert len(seconds) <= 8  # the 4 seconds from now to send_at's, 2 each
+    assert refused
+    assert set(refused) == {when + 1}
 
 
 def test_a_redis_that_lost_its_data_loses_no_scheduled_send(user, redis_client, settings):

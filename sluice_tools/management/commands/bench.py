@@ -9,7 +9,10 @@ from sluice_tools.bench.common import bench_redis, write_json
 
 
 class Command(BaseCommand):
-    help = "Run a benchmark: admission, gate, incident, soak, kills, folds, providers, batches, preferences, inbox."
+    help = (
+        "Run a benchmark: admission, gate, incident, schedule, soak, kills, folds, providers, batches, preferences, "
+        "inbox."
+    )
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="name", required=True)
@@ -139,6 +142,16 @@ class Command(BaseCommand):
         )
         inbox.add_argument("--seconds", type=float, default=10.0, help="how long each endpoint is polled")
         inbox.add_argument("--clients", type=int, default=8, help="polling clients at once, each on its connection")
+        schedule = sub.add_parser(
+            "schedule", help="scheduled sends: the meeting moved a year ahead, lateness beside the incident, the spike"
+        )
+        schedule.add_argument(
+            "--part", choices=("move", "lateness", "spike", "all"), default="all", help="which part to run"
+        )
+        schedule.add_argument(
+            "--scale", type=float, default=1.0, help="fraction of each part's size (0.1 for a quick run)"
+        )
+        schedule.add_argument("--out", default="bench-out/schedule", help="folder for bench.md and bench.json")
         for command in sub.choices.values():
             command.add_argument("--json", dest="json_path", help="also write the figures to this file")
 
@@ -270,6 +283,13 @@ class Command(BaseCommand):
         from sluice_tools.bench import incident_run
 
         return incident_run.run(redis_url, scale, out, flush_interval, self.stdout, fanout)
+
+    def bench_schedule(self, redis_url, part, scale, out, **options):
+        from sluice_tools.bench import schedule_report
+
+        if not 0 < scale <= 1:
+            raise CommandError(f"--scale must be more than 0 and at most 1, got {scale}")
+        return schedule_report.run(redis_url, part, scale, out, self.stdout)
 
     def bench_preferences(self, redis_url, **options):
         from sluice_tools.bench import preferences_put
