@@ -122,6 +122,22 @@ def notify_many_in_scope(
     return fan_out(template, users, reveal, send_at=when, key=key, idempotency=idempotency)
 
 
+def schedule_of(send_at, key):
+    """(when, key) of a call's ``send_at`` and ``key`` as notify() checks them: (None, None) without a time; raise
+    InvalidSchedule otherwise."""
+    if send_at is None:
+        _no_key_without_time(key)
+        return None, None
+    return send_at_of(send_at), check_key(key)
+
+
+def notify_topic_in_scope(scope, topic, kind, **fields):
+    """notifications.topics' notify_topic() for a caller with idempotency keys of its own (ingest)."""
+    from .topics.api import notify_topic_in_scope as in_scope
+
+    return in_scope(scope, topic, kind, **fields)
+
+
 def _no_key_without_time(key):
     if key is not None:
         raise InvalidSchedule("key names a scheduled send: it needs send_at")

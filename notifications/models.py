@@ -5,6 +5,7 @@ from notifications.inbox.models import InboxItem
 from notifications.ingest.models import IngestToken
 from notifications.preferences.models import NotificationSettings, Preference
 from notifications.scheduling.models import ScheduledSend
+from notifications.topics.models import Subscription, TopicFanout
 
 __all__ = [
     "DeadLetter",
@@ -16,5 +17,7 @@ __all__ = [
     "Preference",
     "Provider",
     "ScheduledSend",
+    "Subscription",
     "Suppression",
+    "TopicFanout",
 ]

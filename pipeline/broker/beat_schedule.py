@@ -82,6 +82,7 @@ PERIODIC_TASKS = {
     "sluice.digest.flush": "sluice_digest",
     "sluice.overflow.drain": "sluice_digest",
     "sluice.inbox.escalate": "sluice_notifications",
+    "sluice.topics.tick": "sluice_notifications",
 }
 
 

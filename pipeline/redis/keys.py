@@ -324,3 +324,9 @@ def scheduled_staged(klass):
     """Until when a class's scheduled sends are staged in Redis (Unix seconds); gone with a Redis that lost its data,
     which makes the mover stage them all again from the database."""
     return f"{PREFIX}:sched:staged:{klass}"
+
+
+def topic_backlog(klass):
+    """Hash of a class's topic fan-outs still running (notifications.topics): job token -> subscribers still to do,
+    which the exporter sums into sluice_topic_fanout_backlog."""
+    return f"{PREFIX}:topics:backlog:{klass}"
