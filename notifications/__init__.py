@@ -51,7 +51,8 @@ def __getattr__(name):
         from .scheduling import api as scheduling
 
         return scheduling.cancel_scheduled
-    if name in ("subscribe", "unsubscribe", "notify_topic"):
+    # notify_topic_in_scope: ingest's notify_topic() for a service (its own idempotency scope); not public.
+    if name in ("subscribe", "unsubscribe", "notify_topic", "notify_topic_in_scope"):
         from .topics import api as topics
 
         return getattr(topics, name)

@@ -131,13 +131,6 @@ def schedule_of(send_at, key):
     return send_at_of(send_at), check_key(key)
 
 
-def notify_topic_in_scope(scope, topic, kind, **fields):
-    """notifications.topics' notify_topic() for a caller with idempotency keys of its own (ingest)."""
-    from .topics.api import notify_topic_in_scope as in_scope
-
-    return in_scope(scope, topic, kind, **fields)
-
-
 def _no_key_without_time(key):
     if key is not None:
         raise InvalidSchedule("key names a scheduled send: it needs send_at")

@@ -1,7 +1,6 @@
 """subscribe(), unsubscribe() and notify_topic(): a topic's subscriptions in bulk, and one event for all of them."""
 
 import logging
-import re
 import uuid
 
 from django.contrib.auth import get_user_model
@@ -10,26 +9,11 @@ from django.db import IntegrityError, transaction
 from pipeline.connections import class_redis
 from pipeline.redis import keys
 
-from ..exceptions import InvalidTopic, UnknownUser
-from .models import DONE, MAX_TOPIC_LENGTH, Subscription, TopicFanout
+from ..exceptions import UnknownUser
+from ..topic_names import check_topic
+from .models import DONE, Subscription, TopicFanout
 
 logger = logging.getLogger("sluice.topics")
-
-# What a topic name must not hold, as for an entity id: control characters and lone surrogates.
-_TOPIC_REFUSED = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
-
-
-def check_topic(topic, limit=MAX_TOPIC_LENGTH):
-    """``topic`` if it is a usable topic name, else raise InvalidTopic naming what is wrong."""
-    if not isinstance(topic, str):
-        raise InvalidTopic(f"topic must be a string, got {type(topic).__name__}")
-    if not topic.strip():
-        raise InvalidTopic("topic must not be empty")
-    if len(topic) > limit:
-        raise InvalidTopic(f"topic is {len(topic)} characters; the limit is {limit}")
-    if _TOPIC_REFUSED.search(topic):
-        raise InvalidTopic("topic must not contain control characters or lone surrogates")
-    return topic
 
 
 def subscribe(topic, users):

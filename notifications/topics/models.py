@@ -4,8 +4,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-#: The longest topic name (an ingest token's service prefix included).
-MAX_TOPIC_LENGTH = 200
+from ..topic_names import MAX_TOPIC_LENGTH
+
 FANNING, DONE, FAILED = "fanning", "done", "failed"
 STATES = [(FANNING, "fanning out"), (DONE, "done"), (FAILED, "failed")]
 
