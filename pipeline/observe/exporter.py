@@ -43,7 +43,7 @@ from pipeline.metrics import (
     notifications_field,
     read_counters,
 )
-from pipeline.observe import housekeeping_metrics, inbox_metrics, provider_metrics, schedule_metrics
+from pipeline.observe import fanout_metrics, housekeeping_metrics, inbox_metrics, provider_metrics, schedule_metrics
 from pipeline.observe.latency import oldest_ages
 from pipeline.observe.scaler import BadQuery, scaler_payload
 from pipeline.observe.window import sample, window
@@ -125,6 +125,7 @@ class SluiceCollector:
         yield from inbox_metrics.due(now)
         yield from housekeeping_metrics.collect(counters, now)
         yield from schedule_metrics.collect(counters, now)
+        yield from fanout_metrics.collect(counters)
 
     def _counters(self, counters):
         notifications = CounterMetricFamily(
