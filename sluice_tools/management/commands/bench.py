@@ -9,7 +9,9 @@ from sluice_tools.bench.common import bench_redis, write_json
 
 
 class Command(BaseCommand):
-    help = "Run a benchmark: admission, gate, incident, soak, kills, folds, providers, batches, preferences, inbox."
+    help = (
+        "Run a benchmark: admission, gate, incident, soak, kills, folds, providers, batches, preferences, inbox, topic."
+    )
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="name", required=True)
@@ -121,6 +123,12 @@ class Command(BaseCommand):
         )
         inbox.add_argument("--seconds", type=float, default=10.0, help="how long each endpoint is polled")
         inbox.add_argument("--clients", type=int, default=8, help="polling clients at once, each on its connection")
+        topic = sub.add_parser(
+            "topic", help="a topic of N subscribers fanned out through real workers; critical p99 during it vs idle"
+        )
+        topic.add_argument("--subscribers", type=int, default=100_000)
+        topic.add_argument("--rate", type=float, default=20.0, help="login.code sends a second, idle and during it")
+        topic.add_argument("--idle-seconds", type=float, default=10.0, dest="idle_s", help="how long the floor runs")
         for command in sub.choices.values():
             command.add_argument("--json", dest="json_path", help="also write the figures to this file")
 
@@ -131,6 +139,17 @@ class Command(BaseCommand):
             result = getattr(self, f"bench_{name}")(redis_url=url, **options)
         write_json(json_path, result)
         self.stdout.write(json.dumps(result, indent=2, sort_keys=True))
+
+    def bench_topic(self, redis_url, subscribers, rate, idle_s, **options):
+        from sluice_tools.bench import topic_fanout
+
+        result = topic_fanout.run(redis_url, self.stdout, subscribers=subscribers, rate=rate, idle_s=idle_s)
+        self.stdout.write(
+            f"{subscribers:,} subscribers fanned out in {result['fanned_out_s']} s ({result['fanned_out_per_s']:,}/s; "
+            f"all sent in {result['all_sent_s']} s); login.code p99 {result['critical_fanout_p99_ms']} ms during it "
+            f"against {result['critical_idle_p99_ms']} ms idle ({result['critical_p99_fanout_vs_idle']}x)"
+        )
+        return result
 
     def bench_admission(
         self, calls, rounds, choices=False, folds=False, idempotency=False, durability=False, fanout=0, **options
