@@ -2,6 +2,7 @@
 
 import logging
 import uuid
+from datetime import UTC, datetime
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
@@ -90,7 +91,7 @@ def notify_topic_in_scope(scope, topic, kind, *, entity_id, payload=None, idempo
         klass=klass,
         entity_id=template.entity_id,
         payload=template.payload_json,
-        send_at=when,
+        send_at=None if when is None else datetime.fromtimestamp(when, UTC),
         key=key or "",
         scope=scope,
         idempotency_key=idempotency_key or "",

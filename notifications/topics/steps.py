@@ -68,7 +68,8 @@ def advance(job):
         _finish(job, FAILED, error=str(exc)[:500])
         return 0
     users = [user for _pk, user in rows]
-    fanned = fan_out(template, users, send_at=job.send_at, key=job.key, idempotency=(SCOPE, job.token))
+    send_at = None if job.send_at is None else job.send_at.timestamp()
+    fanned = fan_out(template, users, send_at=send_at, key=job.key, idempotency=(SCOPE, job.token))
     counts = dict(job.counts)
     for outcome, n in fanned.counts.items():
         counts[str(outcome)] = counts.get(str(outcome), 0) + n

@@ -7,6 +7,7 @@ from pipeline import housekeeping
 from pipeline.broker.queues import queue_for_class
 from pipeline.celery import task
 from pipeline.connections import class_redis
+from pipeline.errors import Unavailable
 
 from . import steps
 from .models import FANNING, TopicFanout
@@ -28,7 +29,13 @@ def fanout_step(klass):
     with housekeeping.step(STEP_TASK, klass, client, lease_s=LEASE_S) as step:
         if step is None:
             return None  # another step of this class's fan-outs runs
-        done = steps.run(klass, step)
+        try:
+            done = steps.run(klass, step)
+        except Unavailable as exc:
+            # The class's Redis cannot take the chunk now: nothing of it was counted, its cursor stays, and beat's
+            # tick asks again; a step that raised would only be logged as a task failure.
+            logger.warning("topic fan-outs (%s): a step stopped, the class's Redis is unavailable: %s", klass, exc)
+            return None
     if step.more:
         ask(klass)
     return done
@@ -37,8 +44,8 @@ def fanout_step(klass):
 @task(name=TICK_TASK, ignore_result=True)
 def tick():
     """Beat's tick: ask for a step of each class that has a fan-out unfinished; return the classes asked."""
-    classes = TopicFanout.objects.filter(state=FANNING).values_list("klass", flat=True).distinct()
-    return [klass for klass in sorted(set(classes)) if ask(klass)]
+    classes = TopicFanout.objects.filter(state=FANNING).order_by().values_list("klass", flat=True).distinct()
+    return [klass for klass in sorted(classes) if ask(klass)]
 
 
 def ask(klass):

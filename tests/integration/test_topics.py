@@ -3,6 +3,7 @@ it records a job, then a step of the kind's class fans it out to every subscribe
 them; a job resumed after a step died mid-chunk skips the users it admitted; a critical fan-out with no room counts
 its rejected subscribers on the job."""
 
+import time
 from collections import Counter
 
 import pytest
@@ -18,11 +19,13 @@ from notifications import (
     unsubscribe,
 )
 from notifications.fanout import fan_out
+from notifications.scheduling.models import ScheduledSend
 from notifications.topics import steps, tasks
 from notifications.topics.models import DONE, FAILED, FANNING, Subscription, TopicFanout
 from pipeline import housekeeping
 from pipeline.admission import wire
 from pipeline.metrics import read_counters
+from pipeline.observe import fanout_metrics
 from pipeline.redis import keys
 from tests.digest_helpers import published
 
@@ -146,6 +149,11 @@ def test_a_step_stops_at_its_budget_and_asks_for_the_next(make_users, redis_clie
     job.refresh_from_db()
     assert (job.state, job.done) == (FANNING, wire.MAX_BATCH)
     assert int(redis_client.hget(keys.topic_backlog("background"), job.token)) == wire.MAX_BATCH
+    served = {family.name: family for family in fanout_metrics.collect(read_counters())}
+    backlog = {s.labels["class"]: s.value for s in served["sluice_topic_fanout_backlog"].samples}
+    assert backlog == {"critical": 0, "routine": 0, "background": wire.MAX_BATCH}
+    users_total = {(s.labels["class"], s.labels["outcome"]): s.value for s in served["sluice_fanout_users"].samples}
+    assert users_total[("background", "accepted")] == wire.MAX_BATCH
     assert tasks.tick() == ["background"]  # beat's tick asks for the next step
     assert tasks.tick() == []  # which waits in the queue: no second one
 
@@ -188,3 +196,14 @@ def test_a_job_whose_kind_was_removed_fails_loudly(make_users, redis_client, set
     job.refresh_from_db()
     assert job.state == FAILED
     assert "gone.kind" in job.error
+
+
+def test_send_at_schedules_every_subscribers_send(make_users, redis_client):
+    users = make_users(3)
+    subscribe("meeting:m1", users)
+    job = notify_topic("meeting:m1", "board.updated", entity_id="m1", send_at=time.time() + 3600, key="1h")
+    finish()
+    job.refresh_from_db()
+    assert (job.state, job.counts) == (DONE, {"scheduled": 3})
+    assert sorted(ScheduledSend.objects.values_list("user_id", flat=True)) == sorted(u.pk for u in users)
+    assert set(ScheduledSend.objects.values_list("key", flat=True)) == {"1h"}
