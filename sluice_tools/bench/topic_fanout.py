@@ -9,6 +9,8 @@ done; each send's latency is its pickup: the provider's start less the time it w
 """
 
 import json
+import re
+import statistics
 import threading
 import time
 import uuid
@@ -171,6 +173,7 @@ def run(redis_url, stdout, subscribers=100_000, rate=20.0, idle_s=10.0, drain_s=
         finally:
             for worker in workers:
                 worker.stop()
+        steps = _step_seconds(workers[1].output())
         done = TopicFanout.objects.get(pk=job["job"].pk)
         Subscription.objects.filter(topic=topic).delete()
     result = {
@@ -181,6 +184,10 @@ def run(redis_url, stdout, subscribers=100_000, rate=20.0, idle_s=10.0, drain_s=
         "all_sent_s": round(all_sent_s, 2),
         "sent": sends,
         "job_state": done.state,
+        # How long each step held a background slot (the worker's own log): the budget is 1 s, then one chunk.
+        "steps": len(steps),
+        "step_median_s": round(statistics.median(steps), 3) if steps else None,
+        "step_max_s": round(max(steps), 3) if steps else None,
         "job_counts": done.counts,
         "job_rejected": done.rejected,
         "critical_rate_per_s": rate,
@@ -194,6 +201,12 @@ def run(redis_url, stdout, subscribers=100_000, rate=20.0, idle_s=10.0, drain_s=
     }
     result["critical_p99_fanout_vs_idle"] = round(result["critical_fanout_p99_ms"] / result["critical_idle_p99_ms"], 2)
     return result
+
+
+def _step_seconds(log):
+    """The run time of every fan-out step that did work, from a worker's log (Celery's "succeeded in" lines)."""
+    found = re.findall(r"sluice\.topics\.fanout_step\[[^\]]+\] succeeded in ([0-9.]+)s: (\d+)", log)
+    return [float(seconds) for seconds, _users in found]
 
 
 def _state(pk):
