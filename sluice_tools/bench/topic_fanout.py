@@ -5,7 +5,9 @@ The subscribers are real users of the project's database (``bench-topic-<n>``, m
 subscribed to a topic of this run. Real worker processes run both pools: critical (2 slots) sends login.code, the
 background pool (2 slots) runs the fan-out's steps and sends what they admit, in batches. A producer sends a
 login.code every 1/rate s, first with nothing else running (the floor), then from notify_topic() until the job is
-done; each send's latency is its pickup: the provider's start less the time it was enqueued (t0).
+done, then (the control) while the same pool drains as many background sends pushed onto its queue at once, without
+a fan-out: what the fan-out's steps cost the critical pool beyond the sends they cause. Each send's latency is its
+pickup: the provider's start less the time it was enqueued (t0).
 """
 
 import json
@@ -20,7 +22,9 @@ from django.test import override_settings
 
 from notifications import notify, notify_topic, subscribe
 from notifications.topics.models import DONE, Subscription, TopicFanout
+from pipeline.broker.message import envelope
 from pipeline.connections import get_redis
+from pipeline.redis import keys
 
 from ..processes import WorkerProcess
 from .common import percentile
@@ -165,11 +169,21 @@ def run(redis_url, stdout, subscribers=100_000, rate=20.0, idle_s=10.0, drain_s=
                 job["call_ms"] = (time.monotonic() - begun) * 1000
                 _wait(lambda: _state(job["job"].pk) == DONE, drain_s, 0.1)
                 job["fanned_out_s"] = time.monotonic() - begun
-                job["begun"] = begun
+                # Measured until its sends are out too, as the control is: the same window of work.
+                _wait(lambda: _drained(client), drain_s)
+                job["all_sent_s"] = time.monotonic() - begun
 
             loaded_sent, loaded = _phase(user_pk, rate, "load-", fan_out)
-            sends = _wait(lambda: _pushed(client) >= subscribers and _pushed(client), drain_s)
-            all_sent_s = time.monotonic() - job["begun"]
+            all_sent_s = job["all_sent_s"]
+            sends = _pushed(client)
+            stdout.write(f"fan-out: p99 {percentile(loaded, 99):.1f} ms; the same sends without a fan-out next")
+            # The control: the same number of background sends, pushed onto the queue at once (no fan-out steps),
+            # drained by the same pool while login.code is measured again.
+            pks = list(users.order_by("pk").values_list("pk", flat=True))
+            fill(client, pks, f"ctl-{run_id}-")
+            begun = time.monotonic()
+            control_sent, control = _phase(user_pk, rate, "ctl-", lambda: _wait(lambda: _drained(client), drain_s))
+            control_s = time.monotonic() - begun
         finally:
             for worker in workers:
                 worker.stop()
@@ -199,7 +213,19 @@ def run(redis_url, stdout, subscribers=100_000, rate=20.0, idle_s=10.0, drain_s=
         "critical_fanout_p50_ms": round(percentile(loaded, 50), 1),
         "critical_fanout_p99_ms": round(percentile(loaded, 99), 1),
     }
+    result.update(
+        control_drained_s=round(control_s, 2),
+        critical_control_sent=f"{len(control)}/{control_sent}",
+        critical_control_p50_ms=round(percentile(control, 50), 1),
+        critical_control_p99_ms=round(percentile(control, 99), 1),
+    )
     result["critical_p99_fanout_vs_idle"] = round(result["critical_fanout_p99_ms"] / result["critical_idle_p99_ms"], 2)
+    result["critical_p99_control_vs_idle"] = round(
+        result["critical_control_p99_ms"] / result["critical_idle_p99_ms"], 2
+    )
+    result["critical_p99_fanout_vs_control"] = round(
+        result["critical_fanout_p99_ms"] / result["critical_control_p99_ms"], 2
+    )
     return result
 
 
@@ -211,6 +237,24 @@ def _step_seconds(log):
 
 def _state(pk):
     return TopicFanout.objects.filter(pk=pk).values_list("state", flat=True).first()
+
+
+def fill(client, pks, prefix, chunk=1000):
+    """One background send of board.updated for each of ``pks``, pushed straight onto the queue (no admission)."""
+    for start in range(0, len(pks), chunk):
+        messages = []
+        for i, pk in enumerate(pks[start : start + chunk], start):
+            nid = f"{prefix}{i}"
+            kwargs = {"notification_id": nid, "kind": "board.updated", "user_id": pk, "entity_id": nid, "payload": {}}
+            messages.append(envelope("sluice.send.background", nid, json.dumps(kwargs), "background", "{}"))
+        client.lpush("background", *messages)
+
+
+def _drained(client):
+    """Nothing waits in the background queue, nor is held by a fetch (cheap: never reads the sent records)."""
+    if client.llen("background"):
+        return False
+    return not any(client.llen(key) for key in client.scan_iter(f"{keys.fetch_prefix()}*:processing:*"))
 
 
 def _pushed(client):

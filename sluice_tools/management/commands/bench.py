@@ -147,7 +147,9 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{subscribers:,} subscribers fanned out in {result['fanned_out_s']} s ({result['fanned_out_per_s']:,}/s; "
             f"all sent in {result['all_sent_s']} s); login.code p99 {result['critical_fanout_p99_ms']} ms during it "
-            f"against {result['critical_idle_p99_ms']} ms idle ({result['critical_p99_fanout_vs_idle']}x); "
+            f"against {result['critical_idle_p99_ms']} ms idle ({result['critical_p99_fanout_vs_idle']}x) and "
+            f"{result['critical_control_p99_ms']} ms while the same sends drain without a fan-out "
+            f"({result['critical_p99_fanout_vs_control']}x); "
             f"{result['steps']} steps, the longest {result['step_max_s']} s"
         )
         return result
