@@ -1,11 +1,12 @@
-"""Sluice's public API: notify(), notify_on_commit(), notify_many(), cancel_scheduled(), Outcome, and the errors
-notify() raises."""
+"""Sluice's public API: notify(), notify_on_commit(), notify_many(), cancel_scheduled(), subscribe(), unsubscribe(),
+notify_topic(), Outcome, and the errors notify() raises."""
 
 from .exceptions import (
     InvalidEntityId,
     InvalidIdempotencyKey,
     InvalidPayload,
     InvalidSchedule,
+    InvalidTopic,
     NotifyError,
     PayloadTooLarge,
     Rejected,
@@ -21,6 +22,7 @@ __all__ = [
     "InvalidIdempotencyKey",
     "InvalidPayload",
     "InvalidSchedule",
+    "InvalidTopic",
     "NotifyError",
     "Outcome",
     "PayloadTooLarge",
@@ -33,6 +35,9 @@ __all__ = [
     "notify",
     "notify_many",
     "notify_on_commit",
+    "notify_topic",
+    "subscribe",
+    "unsubscribe",
 ]
 
 
@@ -46,4 +51,9 @@ def __getattr__(name):
         from .scheduling import api as scheduling
 
         return scheduling.cancel_scheduled
+    # notify_topic_in_scope: ingest's notify_topic() for a service (its own idempotency scope); not public.
+    if name in ("subscribe", "unsubscribe", "notify_topic", "notify_topic_in_scope"):
+        from .topics import api as topics
+
+        return getattr(topics, name)
     raise AttributeError(name)

@@ -10,6 +10,7 @@ from notifications.inbox import admin as inbox_admin
 from notifications.ingest import admin as ingest_admin
 from notifications.preferences.admin import NotificationSettingsInline, PreferenceInline
 from notifications.scheduling import admin as scheduling_admin
+from notifications.topics import admin as topics_admin
 
 from .beat_admin import GuardedPeriodicTaskAdmin
 
@@ -24,4 +25,5 @@ __all__ = [
     "ingest_admin",
     "provider_admin",
     "scheduling_admin",
+    "topics_admin",
 ]

@@ -123,6 +123,15 @@ def notify_many_in_scope(
     return fan_out(template, users, reveal, send_at=when, key=key, idempotency=idempotency)
 
 
+def schedule_of(send_at, key):
+    """(when, key) of a call's ``send_at`` and ``key`` as notify() checks them: (None, None) without a time; raise
+    InvalidSchedule otherwise."""
+    if send_at is None:
+        _no_key_without_time(key)
+        return None, None
+    return send_at_of(send_at), check_key(key)
+
+
 def _no_key_without_time(key):
     if key is not None:
         raise InvalidSchedule("key names a scheduled send: it needs send_at")

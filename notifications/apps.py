@@ -24,6 +24,7 @@ class NotificationsConfig(AppConfig):
         from notifications.delivery.tracking_checks import check_tracking_webhooks
         from notifications.inbox import tasks as inbox_tasks  # noqa: F401
         from notifications.scheduling import runner as scheduling
+        from notifications.topics import tasks as topic_tasks  # noqa: F401
         from pipeline.beat import beat_ready
 
         register(check_tracking_webhooks)

@@ -7,6 +7,7 @@ __all__ = [
     "InvalidIdempotencyKey",
     "InvalidPayload",
     "InvalidSchedule",
+    "InvalidTopic",
     "NotifyError",
     "PayloadTooLarge",
     "QueueCeilingReached",
@@ -49,6 +50,11 @@ class InvalidIdempotencyKey(NotifyError):
 class InvalidSchedule(NotifyError):
     """A scheduled send's ``send_at`` is not an aware datetime or Unix seconds, is in the past, or is further ahead
     than SLUICE_SCHEDULE["horizon_days"]; or its ``key`` is not a short plain string."""
+
+
+class InvalidTopic(NotifyError):
+    """A topic name is not a string, is empty or too long (notifications.topics.models.MAX_TOPIC_LENGTH, an ingest
+    token's service prefix included), or holds control characters."""
 
 
 class ScheduleFull(NotifyError):

@@ -6,6 +6,7 @@ from notifications.inbox.models import InboxItem
 from notifications.ingest.models import IngestToken
 from notifications.preferences.models import NotificationSettings, Preference
 from notifications.scheduling.models import ScheduledSend
+from notifications.topics.models import Subscription, TopicFanout
 
 __all__ = [
     "ActivityEntry",
@@ -18,5 +19,7 @@ __all__ = [
     "Preference",
     "Provider",
     "ScheduledSend",
+    "Subscription",
     "Suppression",
+    "TopicFanout",
 ]

@@ -32,6 +32,7 @@ LOGGERS = (
     "sluice.providers",
     "sluice.scheduling",
     "sluice.send",
+    "sluice.topics",
     "sluice.tracking",
 )
 

@@ -21,3 +21,23 @@ def mark_fetch(source):
 
     with open(os.environ["FETCH_HOOK_MARK"], "a") as mark:
         mark.write(f"{os.getpid()} {source}\n")
+
+
+def slow_topic_chunks(seconds=0.2):
+    """Make each chunk of a topic fan-out take ``seconds`` longer (notifications.topics.steps.advance), so that a
+    test's kill lands while the fan-out is under way, between any two of its writes."""
+    import time
+
+    import django
+
+    django.setup()  # before the worker's own (which then finds the apps ready): steps imports models
+    from notifications.topics import steps
+
+    advance = steps.advance
+
+    def slow(job):
+        done = advance(job)
+        time.sleep(seconds)
+        return done
+
+    steps.advance = slow

@@ -18,6 +18,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from notifications import exceptions
+from notifications.topic_names import MAX_TOPIC_LENGTH
 from pipeline.conf import sluice_settings
 
 from . import many
@@ -27,9 +28,9 @@ from .ratelimit import charge_users, take
 logger = logging.getLogger("sluice.ingest")
 
 REQUIRED = ("kind", "entity_id")
-# One of these names who gets it: one user, or many (notifications.ingest.many).
-RECIPIENTS = ("user", "users")
-FIELDS = ("user", "users", *REQUIRED, "payload", "send_at", "key")
+# One of these names who gets it: one user, many (notifications.ingest.many), or a topic's subscribers.
+RECIPIENTS = ("user", "users", "topic")
+FIELDS = ("user", "users", "topic", *REQUIRED, "payload", "send_at", "key")
 # Room in the body for the other fields, and for a client's \uXXXX escapes, which can double the payload's
 # size against the UTF-8 JSON that SLUICE_MAX_PAYLOAD_BYTES measures. notify() then checks the payload exactly.
 BODY_MARGIN_BYTES = 4096
@@ -47,6 +48,7 @@ NOTIFY_ERRORS = (
     (exceptions.UnknownUser, 400, "unknown_user"),
     (exceptions.InvalidEntityId, 400, "invalid_entity_id"),
     (exceptions.InvalidSchedule, 400, "invalid_schedule"),
+    (exceptions.InvalidTopic, 400, "invalid_topic"),
     (exceptions.ScheduleFull, 409, "schedule_full"),
     (exceptions.NotifyError, 400, "invalid_notification"),
 )
@@ -98,6 +100,8 @@ def ingest(request):
             idempotency_key=idempotency_key,
             **_schedule_fields(event),
         )
+        if "topic" in event:
+            return _topic(token, event, fields)
         if "users" in event:
             return _fan_out(token, event, fields)
         try:
@@ -160,6 +164,36 @@ def _fan_out(token, event, fields):
     if fanned.retry_after is not None:
         response["Retry-After"] = str(_seconds(fanned.retry_after))
     return response
+
+
+def _topic(token, event, fields):
+    """The answer to a request for a topic's subscribers: notify_topic() for the topic in the token's service namespace,
+    202 with its job and how many subscribers it has. The token is charged one request a job: the fan-out runs in
+    bounded steps on its class's pool, whatever the topic's size."""
+    from notifications import notify_topic_in_scope
+
+    job = notify_topic_in_scope(
+        idempotency_scope(token), _namespaced_topic(token, event["topic"]), event["kind"], **fields
+    )
+    response = _json(202, {"job": job.pk, "topic": event["topic"], "subscribers": job.subscribers})
+    if job.replayed:
+        response[REPLAYED_HEADER] = "true"
+    return response
+
+
+def _namespaced_topic(token, topic):
+    """The topic in the token's service namespace ("<service>:<topic>"), as its entity ids are; a topic that
+    notify_topic() refuses anyway is passed as it is, to get its answer."""
+    if not isinstance(topic, str) or not topic.strip():
+        return topic
+    namespaced = token.namespaced(topic)
+    if len(namespaced) > MAX_TOPIC_LENGTH:
+        room = max(0, MAX_TOPIC_LENGTH - (len(namespaced) - len(topic)))
+        raise exceptions.InvalidTopic(
+            f"topic is {len(topic)} characters; the limit for this token is {room} "
+            f"({MAX_TOPIC_LENGTH} less the service namespace {token.service!r})"
+        )
+    return namespaced
 
 
 def idempotency_scope(token):
@@ -262,7 +296,9 @@ def _read_event(request):
     data = _read_json(request)
     missing = [f for f in REQUIRED if f not in data]
     if not any(f in data for f in RECIPIENTS):
-        missing.insert(0, "user (or users)")
+        missing.insert(0, "user (or users, or topic)")
+    if "topic" in data and ("user" in data or "users" in data):
+        raise Refusal(400, "invalid_request", 'give "topic" or "user"/"users", not both')
     if missing:
         raise Refusal(400, "invalid_request", f"missing field(s): {', '.join(missing)}")
     unknown = sorted(repr(f) for f in data if f not in FIELDS)

@@ -83,6 +83,7 @@ PERIODIC_TASKS = {
     "sluice.overflow.drain": "sluice_digest",
     "sluice.inbox.escalate": "sluice_notifications",
     "sluice.activity.drain": "sluice_notifications",
+    "sluice.topics.tick": "sluice_notifications",
 }
 
 

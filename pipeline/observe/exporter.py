@@ -43,7 +43,14 @@ from pipeline.metrics import (
     notifications_field,
     read_counters,
 )
-from pipeline.observe import activity_metrics, housekeeping_metrics, inbox_metrics, provider_metrics, schedule_metrics
+from pipeline.observe import (
+    activity_metrics,
+    fanout_metrics,
+    housekeeping_metrics,
+    inbox_metrics,
+    provider_metrics,
+    schedule_metrics,
+)
 from pipeline.observe.latency import oldest_ages
 from pipeline.observe.scaler import BadQuery, scaler_payload
 from pipeline.observe.window import sample, window
@@ -126,6 +133,7 @@ class SluiceCollector:
         yield from housekeeping_metrics.collect(counters, now)
         yield from schedule_metrics.collect(counters, now)
         yield from activity_metrics.collect(counters)
+        yield from fanout_metrics.collect(counters)
 
     def _counters(self, counters):
         notifications = CounterMetricFamily(

@@ -339,3 +339,9 @@ def activity_drained():
     """A hash on a class's Redis: the last stream id the activity drain stored (``last``) and how many entries it has
     stored in all (``count``), for sluice_activity_dropped_total."""
     return f"{PREFIX}:activity:drained"
+
+
+def topic_backlog(klass):
+    """Hash of a class's topic fan-outs still running (notifications.topics): job token -> subscribers still to do,
+    which the exporter sums into sluice_topic_fanout_backlog."""
+    return f"{PREFIX}:topics:backlog:{klass}"

@@ -60,6 +60,8 @@ def _record(message, started, done, size):
         "class": message.klass,
         "kind": message.kind,
         "entity_id": message.entity_id,
+        # Whom it went to: a fan-out's test counts each subscriber's sends (a bench tool's record, never a metric).
+        "user": message.user_id,
         "count": message.count,
         "started": started,
         # When the event happened: the payload's t0, or a digest's oldest folded event.

@@ -21,6 +21,7 @@ def schedule_at_60(transactional_db, settings):
     # Beat refuses to start without the other periodic tasks Sluice needs: their migrations made them.
     import_module("notifications.migrations.0007_inbox").create(apps, None)
     import_module("notifications.migrations.0010_activity").create(apps, None)
+    import_module("notifications.migrations.0011_topics").create(apps, None)
     return settings
 
 

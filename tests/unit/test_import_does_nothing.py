@@ -145,6 +145,8 @@ def test_the_apps_declare_their_tasks_and_the_app_is_built_on_first_use():
         "sluice.send.background",
         "sluice.send.critical",
         "sluice.send.routine",
+        "sluice.topics.fanout_step",
+        "sluice.topics.tick",
     ]
     assert same
 

@@ -11,7 +11,7 @@ from sluice_tools.bench.common import bench_redis, write_json
 class Command(BaseCommand):
     help = (
         "Run a benchmark: admission, gate, incident, schedule, soak, kills, folds, providers, batches, preferences, "
-        "inbox."
+        "inbox, topic."
     )
 
     def add_arguments(self, parser):
@@ -152,6 +152,12 @@ class Command(BaseCommand):
             "--scale", type=float, default=1.0, help="fraction of each part's size (0.1 for a quick run)"
         )
         schedule.add_argument("--out", default="bench-out/schedule", help="folder for bench.md and bench.json")
+        topic = sub.add_parser(
+            "topic", help="a topic of N subscribers fanned out through real workers; critical p99 during it vs idle"
+        )
+        topic.add_argument("--subscribers", type=int, default=100_000)
+        topic.add_argument("--rate", type=float, default=20.0, help="login.code sends a second, idle and during it")
+        topic.add_argument("--idle-seconds", type=float, default=10.0, dest="idle_s", help="how long the floor runs")
         for command in sub.choices.values():
             command.add_argument("--json", dest="json_path", help="also write the figures to this file")
 
@@ -162,6 +168,20 @@ class Command(BaseCommand):
             result = getattr(self, f"bench_{name}")(redis_url=url, **options)
         write_json(json_path, result)
         self.stdout.write(json.dumps(result, indent=2, sort_keys=True))
+
+    def bench_topic(self, redis_url, subscribers, rate, idle_s, **options):
+        from sluice_tools.bench import topic_fanout
+
+        result = topic_fanout.run(redis_url, self.stdout, subscribers=subscribers, rate=rate, idle_s=idle_s)
+        self.stdout.write(
+            f"{subscribers:,} subscribers fanned out in {result['fanned_out_s']} s ({result['fanned_out_per_s']:,}/s; "
+            f"all sent in {result['all_sent_s']} s); login.code p99 {result['critical_fanout_p99_ms']} ms during it "
+            f"against {result['critical_idle_p99_ms']} ms idle ({result['critical_p99_fanout_vs_idle']}x) and "
+            f"{result['critical_control_p99_ms']} ms while the same sends drain without a fan-out "
+            f"({result['critical_p99_fanout_vs_control']}x); "
+            f"{result['steps']} steps, the longest {result['step_max_s']} s"
+        )
+        return result
 
     def bench_admission(
         self,
