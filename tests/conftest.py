@@ -93,7 +93,19 @@ def user(db, django_user_model):
     return django_user_model.objects.create_user("ada", email="ada@example.com", password="x")
 
 
-DB_FIXTURES = {"db", "transactional_db", "django_db_setup", "django_user_model", "user"}
+@pytest.fixture
+def make_users(django_user_model):
+    """make(n, prefix="u"): n new users named <prefix>0, <prefix>1, ... with an email each."""
+
+    def make(n, prefix="u"):
+        return [
+            django_user_model.objects.create_user(f"{prefix}{i}", email=f"{prefix}{i}@example.com") for i in range(n)
+        ]
+
+    return make
+
+
+DB_FIXTURES = {"db", "transactional_db", "django_db_setup", "django_user_model", "user", "make_users"}
 
 
 def pytest_collection_modifyitems(items):

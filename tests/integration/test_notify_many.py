@@ -29,16 +29,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
 
 @pytest.fixture
-def make_users(django_user_model):
-    def make(n, prefix="u"):
-        return [
-            django_user_model.objects.create_user(f"{prefix}{i}", email=f"{prefix}{i}@example.com") for i in range(n)
-        ]
-
-    return make
-
-
-@pytest.fixture
 def kinds(settings):
     settings.SLUICE_KINDS = {
         **settings.SLUICE_KINDS,

@@ -32,16 +32,6 @@ from tests.digest_helpers import published
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
 
-@pytest.fixture
-def make_users(django_user_model):
-    def make(n, prefix="u"):
-        return [
-            django_user_model.objects.create_user(f"{prefix}{i}", email=f"{prefix}{i}@example.com") for i in range(n)
-        ]
-
-    return make
-
-
 def sends(client, queue="background"):
     """The send messages in ``queue`` (the fan-out's own step messages left out), by user."""
     return Counter(m["user_id"] for m in published(client, queue) if "user_id" in m)
