@@ -93,8 +93,12 @@ class Run:
             noop.apply_async(queue=queue_for_class(klass))
         return per_event(before.until(Snapshot(self.client, {"producer": os.getpid()})), count)
 
+    def worker_env(self):
+        """The environment a worker of this run starts with."""
+        return {"SLUICE_KINDS": json.dumps(KINDS)}
+
     def worker(self, klass):
-        env = {"SLUICE_KINDS": json.dumps(KINDS)}
+        env = self.worker_env()
         # WARNING, as in production: INFO logs two lines a task, a cost of its own. It also hides " ready.", so
         # the worker is up once its consumer has said it is alive.
         process = WorkerProcess(

@@ -8,13 +8,11 @@ own CPU per event, and its throughput, as bench cost measures them.
 
 import json
 import statistics
-import time
 
 from django.test import override_settings
 
 from pipeline.connections import get_redis
 from pipeline.redis import keys
-from sluice_tools.processes import WorkerProcess
 
 from .cost import CHANNELS, KINDS, Run, _median_round, hold
 
@@ -26,21 +24,8 @@ class ActivityRun(Run):
 
     mode = "on"
 
-    def worker(self, klass):
-        env = {"SLUICE_KINDS": json.dumps(KINDS), "SLUICE_ACTIVITY": json.dumps({"enabled": self.mode == "on"})}
-        process = WorkerProcess(
-            klass, self.url, CHANNELS, extra=["-I", "sluice_tools.bench.noop"], env=env, loglevel="WARNING"
-        )
-        process.ready_text = None
-        for stale in self.client.keys(keys.fetch_alive("*")):
-            self.client.delete(stale)
-        process.start()
-        deadline = time.monotonic() + 60
-        while not self.client.keys(keys.fetch_alive("*")):
-            if process.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the {klass} worker did not start: {process.output()[-2000:]}")
-            time.sleep(0.1)
-        return process
+    def worker_env(self):
+        return {**super().worker_env(), "SLUICE_ACTIVITY": json.dumps({"enabled": self.mode == "on"})}
 
     def on_against_off(self, klass):
         batches = {mode: [] for mode in MODES}
