@@ -1,9 +1,10 @@
 """Sluice's admin, where Django looks for an app's admin: each wing registers its own pages, imported here.
 
-PreferenceInline, NotificationSettingsInline and GuardedPeriodicTaskAdmin are offered to the host, which
+PreferenceInline, NotificationSettingsInline, ActivityInline and GuardedPeriodicTaskAdmin are offered to the host, which
 registers them on its own User and PeriodicTask admins (Sluice changes no registration it does not own)."""
 
 from notifications.activity import admin as activity_admin
+from notifications.activity.admin import ActivityInline
 from notifications.delivery import admin as delivery_admin
 from notifications.delivery import deadletter_admin, provider_admin
 from notifications.inbox import admin as inbox_admin
@@ -15,6 +16,7 @@ from notifications.topics import admin as topics_admin
 from .beat_admin import GuardedPeriodicTaskAdmin
 
 __all__ = [
+    "ActivityInline",
     "GuardedPeriodicTaskAdmin",
     "NotificationSettingsInline",
     "PreferenceInline",

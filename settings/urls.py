@@ -7,7 +7,7 @@ from django.http import JsonResponse
 from django.urls import include, path
 from django_celery_beat.models import PeriodicTask
 
-from notifications.admin import GuardedPeriodicTaskAdmin, NotificationSettingsInline, PreferenceInline
+from notifications.admin import ActivityInline, GuardedPeriodicTaskAdmin, NotificationSettingsInline, PreferenceInline
 
 
 def healthz(request):
@@ -18,7 +18,7 @@ def healthz(request):
 class DemoUserAdmin(UserAdmin):
     """What a host project does in its own admin.py: Sluice never replaces a User admin, it offers the inline."""
 
-    inlines = [*UserAdmin.inlines, PreferenceInline, NotificationSettingsInline]
+    inlines = [*UserAdmin.inlines, PreferenceInline, NotificationSettingsInline, ActivityInline]
 
 
 User = get_user_model()

@@ -1,10 +1,12 @@
 """Admin: the activity log, for support. A user's timeline in words (newest first, filtered by kind, channel and
-outcome) and a page per notification id with every step across channels; both need sluice_notifications.view_activity.
+outcome), a page per notification id with every step across channels, and ActivityInline, the newest steps on a
+host's own User admin page; all need sluice_notifications.view_activity.
 """
 
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.forms.models import BaseInlineFormSet
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -18,6 +20,8 @@ from .words import OUTCOME_NAMES, Words
 PERMISSION = "sluice_notifications.view_activity"
 #: The most entries the timeline page shows.
 TIMELINE_ROWS = 200
+#: The entries a user's own admin page shows (ActivityInline), newest first.
+INLINE_ROWS = 20
 
 
 def user_of(user_id):
@@ -138,3 +142,55 @@ class ActivityEntryAdmin(admin.ModelAdmin):
             site=self.admin_site.name,
         )
         return TemplateResponse(request, "admin/sluice/activity_notification.html", context)
+
+
+class _NewestSteps(BaseInlineFormSet):
+    """The user's newest INLINE_ROWS entries, each with its words: an inline's queryset cannot be sliced (the formset
+    narrows it to the user afterwards), so the formset reads them itself, in one query."""
+
+    def get_queryset(self):
+        if not hasattr(self, "_newest"):
+            user = self.instance
+            entries = queries.timeline(user.pk, limit=INLINE_ROWS) if user.pk is not None else []
+            words = Words(user)
+            for entry in entries:
+                entry.said = words.say(entry)
+            self._newest = entries
+        return self._newest
+
+
+class ActivityInline(admin.TabularInline):
+    """The newest steps of a user's notifications, in words, on the host's own User admin page (add it to its
+    ``inlines``, as PreferenceInline; Sluice never replaces a host's User admin), with a link to each notification's
+    steps and, below, to the user's whole timeline. Read-only; shown only to staff with view_activity."""
+
+    model = ActivityEntry
+    formset = _NewestSteps
+    template = "admin/sluice/activity_inline.html"
+    fields = readonly_fields = ("at", "what_happened", "channel", "steps")
+    extra = 0
+    max_num = 0
+    can_delete = False
+    verbose_name = _("recent notification step")
+    verbose_name_plural = _("recent notifications (the newest steps)")
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.has_perm(PERMISSION)
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description=_("what happened"))
+    def what_happened(self, obj):
+        return getattr(obj, "said", "")
+
+    @admin.display(description=_("every step"))
+    def steps(self, obj):
+        url = reverse(f"{self.admin_site.name}:sluice_notifications_activity_notification", args=[obj.notification_id])
+        return format_html('<a href="{}">{}</a>', url, obj.notification_id[:12])

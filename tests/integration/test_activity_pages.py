@@ -71,6 +71,25 @@ def test_the_admin_timeline_is_newest_first_filtered_and_staff_only(day, user, c
     assert client.get(reverse("admin:sluice_notifications_activity_user", args=["nope"])).status_code == 404
 
 
+@pytest.mark.expected_errors("critical queue 'critical' full")
+def test_the_users_own_admin_page_shows_their_newest_steps_in_words(day, user, client, staff):
+    from notifications.activity.admin import INLINE_ROWS
+
+    url = f"/admin/auth/user/{user.pk}/change/"  # Sluice's own project carries ActivityInline on its User admin
+    client.force_login(staff("viewer", "view_user"))
+    assert "Held by quiet hours" not in client.get(url).content.decode()  # not without view_activity
+    client.force_login(staff("support", "view_user", "view_activity"))
+    page = client.get(url).content.decode()
+    assert page.index("Rejected: the critical queue") < page.index("Held by quiet hours")  # newest first
+    assert reverse("admin:sluice_notifications_activity_user", args=[user.pk]) in page  # the whole timeline
+    for n in range(INLINE_ROWS + 5):
+        notify(user, "task.comment", entity_id=f"more-{n}")
+    tasks.drain()
+    page = client.get(url).content.decode()
+    assert "Rejected: the critical queue" not in page  # only the newest INLINE_ROWS
+    assert page.count("/activityentry/notification/") == INLINE_ROWS
+
+
 def test_a_digests_page_lists_the_events_it_carried(redis_client, user, client, staff):
     preferences.set(user, mode="digest")
     notify(user, "task.comment", entity_id="t1", payload={"title": "Fix login"})
