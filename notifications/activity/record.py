@@ -2,6 +2,7 @@
 inbox item created, read or escalated; a provider's later word), written as rows there directly, in the caller's own
 transaction: no buffer to go through, and the row commits or rolls back with the step it records."""
 
+import logging
 import uuid
 
 from django.db import DatabaseError, transaction
@@ -11,6 +12,8 @@ from pipeline import activity_fields
 from pipeline.conf import sluice_settings
 
 from .models import ActivityEntry
+
+logger = logging.getLogger("sluice.activity")
 
 
 def write(user_id, outcome, *, kind="", entity_id="", notification_id="", klass="", **fields):
@@ -34,7 +37,11 @@ def write(user_id, outcome, *, kind="", entity_id="", notification_id="", klass=
                 source=f"db:{uuid.uuid4().hex}",
                 **fields,
             )
-    except DatabaseError:
+    except DatabaseError as exc:
+        # The step itself stands (its own writes are the caller's); only its line in the log is lost, and said so.
+        logger.warning(
+            "activity log: a %s step of user %s was not recorded (%s: %s)", outcome, user_id, type(exc).__name__, exc
+        )
         return None
 
 

@@ -261,9 +261,9 @@ ACL_COMMANDS = (
     "wait",
     # Keys and strings: heartbeats, the gate's holds, digest claims, kombu's restore lock.
     "del", "exists", "expire", "expireat", "pexpire", "pttl", "get", "set", "rename", "time",
-    # Hashes: counters, breakers, kombu's unacked record, fold store entries.
+    # Hashes: counters, breakers, kombu's unacked record, fold store entries, the topic fan-outs' backlog.
     "hdel", "hexists", "hget", "hgetall", "hincrby", "hincrbyfloat", "hkeys", "hlen", "hmget", "hset", "hsetnx",
-    "hstrlen",
+    "hstrlen", "hvals",
     # Lists: the queues, the reliable fetch (BLMOVE into a processing list), depth and the oldest message.
     "blmove", "lindex", "llen", "lmove", "lpop", "lpush", "lrange", "lrem", "rpop", "rpush",
     # Sets: kombu's bindings, the fetch consumers' registry (SSCAN walks it, SPOP takes a dead one's tags), claims.

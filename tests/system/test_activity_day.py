@@ -22,7 +22,9 @@ from notifications.delivery.records import StatusEvent, apply, record_sent
 from notifications.inbox.models import InboxItem
 from notifications.inbox.views import change
 from notifications.scheduling.runner import step_once
+from pipeline import activity_fields
 from pipeline.celery import app
+from pipeline.redis import keys
 from tests.system.test_inbox_bell import PHONE, SHOTS, browser
 from tests.waiting import wait_for
 
@@ -49,6 +51,12 @@ def day_settings(settings):
 
 def steps(user):
     return [(e.outcome, e.kind, e.channel) for e in ActivityEntry.objects.filter(user=user).order_by("at", "id")]
+
+
+def send_ended(client, channel):
+    """Whether the activity buffer holds a send's end on ``channel`` (read from Redis only)."""
+    entries = (activity_fields.decode(fields) for _id, fields in client.xrange(keys.activity()))
+    return any(entry.outcome == activity_fields.SENT and entry.channel == channel for entry in entries)
 
 
 @pytest.mark.expected_errors("critical queue 'critical' full")
@@ -93,8 +101,11 @@ def test_a_scripted_day_reads_in_order_in_words(day_settings, redis_client, djan
         step_once("routine", now=later + 61)
         wait_for(lambda: drained_sent(5), what="the moved send sent by the mover")
         notify(alice, "mention", entity_id="doc-7", payload={"title": "You were mentioned"})
-        # The worker's send ended (its transaction committed): SQLite takes one writer at a time.
-        wait_for(lambda: drained_sent(6), what="the inbox item written and its send ended")
+        # The worker writes the inbox item and its inbox_created row in one transaction, then ends the send in Redis.
+        # Wait for that end without writing to the database meanwhile (a drain would): SQLite's shared in-memory
+        # test database refuses a second writer at once rather than waiting for it.
+        wait_for(lambda: send_ended(redis_client, "inbox"), what="the inbox item written and its send ended")
+        assert drained_sent(6)
         assert InboxItem.objects.filter(user=alice).exists()
         from django.db.models import Q
 
