@@ -95,6 +95,21 @@ def again(task, scope, client, **options):
     return True
 
 
+def delete_in_batches(rows, step, batch):
+    """Delete ``rows`` (a QuerySet) ``batch`` primary keys at a time until none is left or ``step`` is over (then
+    ``step.more``); return how many went. At least one batch a step, however small its budget: every step makes
+    progress."""
+    total = 0
+    while pks := list(rows.order_by().values_list("pk", flat=True)[:batch]):
+        total += rows.model.objects.filter(pk__in=pks).delete()[0]
+        if len(pks) < batch:
+            break  # the last of them
+        if step.over():
+            step.more = True
+            break
+    return total
+
+
 def _record(client, task, scope, result):
     state = keys.housekeeping_state()
     try:

@@ -137,16 +137,7 @@ def prune():
 def prune_rows(step):
     """Delete old entries PRUNE_BATCH at a time until none is left or ``step`` is over; return how many went."""
     cutoff = timezone.now() - timedelta(days=sluice_settings().activity.retention_days)
-    old = ActivityEntry.objects.filter(at__lt=cutoff).order_by()
-    total = 0
-    # At least one batch a step, however small its budget: every step makes progress.
-    while pks := list(old.values_list("pk", flat=True)[:PRUNE_BATCH]):
-        total += ActivityEntry.objects.filter(pk__in=pks).delete()[0]
-        if len(pks) < PRUNE_BATCH:
-            break
-        if step.over():
-            step.more = True
-            break
+    total = housekeeping.delete_in_batches(ActivityEntry.objects.filter(at__lt=cutoff), step, PRUNE_BATCH)
     if total:
         metrics.count(metrics.ACTIVITY_PRUNED, total)
         logger.info("pruned %d activity entries older than %s", total, cutoff.isoformat())

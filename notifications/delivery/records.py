@@ -223,16 +223,7 @@ def prune():
         if step is None:
             return 0
         cutoff = timezone.now() - timedelta(days=sluice_settings().delivery_retention_days)
-        total = 0
-        old = Delivery.objects.filter(sent_at__lt=cutoff)
-        # At least one batch a step, however small its budget: every step makes progress.
-        while ids := list(old.values_list("pk", flat=True)[:PRUNE_BATCH]):
-            total += Delivery.objects.filter(pk__in=ids).delete()[0]
-            if len(ids) < PRUNE_BATCH:
-                break  # the last of them
-            if step.over():
-                step.more = True
-                break
+        total = housekeeping.delete_in_batches(Delivery.objects.filter(sent_at__lt=cutoff), step, PRUNE_BATCH)
     if step.more:
         housekeeping.again(prune, PRUNE_SCOPE, client, queue=queue_for_class(PRUNE_SCOPE))
     if total:
