@@ -24,9 +24,11 @@ from pipeline.admission.bounded_push import count_rejection, log_waited, opens_b
 from pipeline.admission.runner import admit
 from pipeline.broker.depth import depth, drain_rate
 from pipeline.conf import sluice_settings
+from pipeline.connections import route
 from pipeline.errors import NotReplicated, WaitRefused
 from pipeline.metrics import count_unconfirmed
 from pipeline.redis.addresses import describe
+from pipeline.redis.cluster import CLUSTER_UNSETTLED
 
 from .exceptions import QueueCeilingReached, Rejected, Unavailable
 from .outcome import Outcome
@@ -96,8 +98,9 @@ def _unavailable(klass):
     except OutOfMemoryError as exc:
         # Redis at its maxmemory under noeviction: full, not broken; the caller retries later (ingest: 503).
         raise Unavailable(f"Redis at {_where(klass, exc)} is out of memory; retry later") from exc
-    except (RedisConnectionError, RedisTimeoutError, OperationalError, ReadOnlyError) as exc:
+    except (RedisConnectionError, RedisTimeoutError, OperationalError, ReadOnlyError, *CLUSTER_UNSETTLED) as exc:
         # ReadOnlyError: a replica (a primary demoted by a failover, before the client asked the sentinels again).
+        # CLUSTER_UNSETTLED: a Redis Cluster whose slot stayed on the move, or that no node of answers.
         where = _where(klass, exc)
         raise Unavailable(f"Redis at {where} is unavailable ({type(exc).__name__}: {exc}); retry later") from exc
     except ResponseError as exc:
@@ -174,16 +177,18 @@ def _wait_for_room(event, queue, message):
 def room_in(klass, queue, wanted=1):
     """(the queue's depth now, seconds until it has room for ``wanted`` more): from the drain rate the exporter last
     measured, or 1 s."""
-    current = depth(klass)
+    current = depth(klass, queue=queue)
     rate = drain_rate(queue.name)
     return current, max(1.0, round((current - queue.capacity + wanted) / rate + 0.5)) if rate else 1.0
 
 
 def _reject(event, queue):
     klass = event.kind.klass
+    # On a Redis Cluster the bound that was met is the user's partition's (its share of the class's capacity).
+    queue = route(klass, event.user_id).queue
     current, retry_after = room_in(klass, queue)
     log_waited([event], LOG_REJECTED, f"{retry_after:g}")
-    if count_rejection(klass, BURST_WINDOW_S):
+    if count_rejection(klass, BURST_WINDOW_S, event.user_id):
         logger.error(
             "%s queue %r full (%d of %d) for the whole wait budget: rejecting; later rejections in this burst are "
             "counted in sluice_notifications_total, not logged",

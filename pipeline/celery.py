@@ -149,7 +149,7 @@ def broker_for(queue, routing_key=None):
 
     name = getattr(queue, "name", queue) or routing_key
     queues = sluice_settings().queues
-    return next((queues[k].redis_url for k in CLASSES if queues[k].name == name), None)
+    return next((queues[k].redis_url for k in CLASSES if name in queues[k].queue_names), None)
 
 
 def _connection_for(app, url):
@@ -277,10 +277,19 @@ def _broker_of_its_queues(sender=None, instance=None, conf=None, options=None, *
     from .conf import CLASSES, sluice_settings
 
     queues = sluice_settings().queues
-    asked = (options or {}).get("queues") or [queues[k].name for k in CLASSES]
+    asked = (options or {}).get("queues") or [name for k in CLASSES for name in queues[k].queue_names]
     if isinstance(asked, str):
         asked = asked.split(",")
-    serving = [k for k in CLASSES if queues[k].name in {name.strip() for name in asked}]
+    asked = {name.strip() for name in asked}
+    serving = [k for k in CLASSES if asked & set(queues[k].queue_names)]
+    for klass in serving:
+        missing = [name for name in queues[klass].queue_names if name not in asked]
+        if missing:
+            _refuse(
+                f"this worker consumes only some partitions of the {klass} class (missing {len(missing)} of "
+                f"{queues[klass].partitions}): a worker of a class on a Redis Cluster consumes every partition, "
+                f"so start it with `manage.py worker {klass}`"
+            )
     found = list({addresses.identity(queues[k].redis_url): queues[k].redis_url for k in serving}.values())
     if len(found) > 1:
         where = ", ".join(f"{k} on {addresses.describe(queues[k].redis_url)}" for k in serving)

@@ -1,16 +1,18 @@
 """The Redis servers Sluice talks to: one connection pool per server and process, each class's route to them, and the
 Lua in pipeline/lua."""
 
+import contextvars
 import functools
 import os
 import re
 import threading
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
 from pipeline.conf import CLASSES, queue_lists, sluice_settings
-from pipeline.redis import addresses
+from pipeline.redis import addresses, cluster
 from pipeline.redis.addresses import identity
 
 LUA_DIR = Path(__file__).with_name("lua")
@@ -40,10 +42,57 @@ def get_redis(url=None):
     return _client(url).redis
 
 
-def class_redis(klass):
+def class_redis(klass, user_id=None):
     """The Redis of a class (SLUICE_QUEUES[klass]["redis_url"]): its queue, admission, overflow, throttles, send
-    claims, dead letters and counters, and its folds unless SLUICE_DIGEST["redis_url"] names another Redis."""
-    return _client(sluice_settings().queues[klass].redis_url).redis
+    claims, dead letters and counters, and its folds unless SLUICE_DIGEST["redis_url"] names another Redis. For a
+    class on a Redis Cluster, one partition's client (partition_client): ``user_id``'s, else the partition whose
+    message this worker handles (in_partition), else the first."""
+    queue = sluice_settings().queues[klass]
+    if queue.clustered:
+        return client_of(queue.every_partition[partition_index(queue, user_id)])
+    return _client(queue.redis_url).redis
+
+
+#: The queue of the partition whose message this thread (or task) handles: see in_partition().
+_handling = contextvars.ContextVar("sluice_partition", default=None)
+
+
+@contextmanager
+def in_partition(queue_name):
+    """Within the block, a class on a Redis Cluster means the partition whose queue is ``queue_name`` (the queue the
+    message being handled came from): its send claim, marks, counters and activity live there, beside its queue."""
+    token = _handling.set(queue_name)
+    try:
+        yield
+    finally:
+        _handling.reset(token)
+
+
+def partition_index(queue, user_id=None):
+    """Which of ``queue``'s (a clustered QueueConfig's) partitions a call means: ``user_id``'s, else the one being
+    handled (in_partition), else the first (where Celery's own publishes to the class go)."""
+    if user_id is not None:
+        return cluster.partition_of(user_id, queue.partitions)
+    handling = _handling.get()
+    if handling is not None and handling in queue.queue_names:
+        return queue.queue_names.index(handling)
+    return 0
+
+
+_partitions = {}
+
+
+def partition_client(url, tag):
+    """The client of one partition of the cluster at ``url`` (pipeline.redis.cluster.SlotClient): its keys keep the
+    partition's tag, and it follows the partition's slot. One per partition and process, like the clients."""
+    found = _partitions.get((url, tag))
+    cluster_client = _client(url).redis
+    if found is None or found.cluster is not cluster_client:
+        with _lock:
+            found = _partitions.get((url, tag))
+            if found is None or found.cluster is not cluster_client:
+                found = _partitions[(url, tag)] = cluster.SlotClient(cluster_client, tag)
+    return found
 
 
 def fold_store_url(klass):
@@ -77,33 +126,38 @@ class Route(NamedTuple):
 _routes = {}
 
 
-def route(klass):
+def route(klass, user_id=None):
     """The Route of ``klass``: built the first time a process asks after its settings changed (sluice_settings()
-    hands out a new object then), so the hot path resolves nothing twice; a forked child builds its own."""
+    hands out a new object then), so the hot path resolves nothing twice; a forked child builds its own. A class on a
+    Redis Cluster has a route per partition: ``user_id``'s (partition_index)."""
     conf = sluice_settings()
-    found = _routes.get(klass)
+    whole = conf.queues[klass]
+    index = partition_index(whole, user_id) if whole.clustered else 0
+    found = _routes.get((klass, index))
     if found is not None and found[0] is conf and found[1] == os.getpid():
         return found[2]
-    queue = conf.queues[klass]
+    queue = whole.every_partition[index]
     fold_url = conf.digest.redis_url or queue.redis_url
+    client = client_of(queue)
     built = Route(
         klass,
         queue,
         queue_lists(queue.name),
-        _client(queue.redis_url).redis,
+        client,
         fold_url,
-        _client(fold_url).redis,
+        client if fold_url == queue.redis_url else _client(fold_url).redis,
         not same_redis(fold_url, queue.redis_url),
         {},
     )
-    _routes[klass] = (conf, os.getpid(), built)
+    _routes[(klass, index)] = (conf, os.getpid(), built)
     return built
 
 
 def shared_redis():
     """The Redis of what every class shares (the channel gates, the providers' breakers): critical's, so a
-    critical send never waits on a Redis that a lower class's flood fills."""
-    return class_redis("critical")
+    critical send never waits on a Redis that a lower class's flood fills; on a Redis Cluster, critical's first
+    partition (one slot), whichever partition's message is being sent."""
+    return client_of(sluice_settings().queues["critical"].every_partition[0])
 
 
 def distinct(urls):
@@ -125,8 +179,17 @@ def every_url():
 
 
 def every_redis():
-    """One client per distinct Redis Sluice uses (see every_url)."""
-    return [get_redis(url) for url in every_url()]
+    """One client per distinct Redis Sluice uses (see every_url), and one per partition of each class on a Redis
+    Cluster instead of the cluster's own."""
+    found = []
+    for url in every_url():
+        if not addresses.parse(url).cluster:
+            found.append(get_redis(url))
+            continue
+        queues = sluice_settings().queues
+        on_it = [klass for klass in CLASSES if same_redis(queues[klass].redis_url, url)]
+        found.extend(client_of(part) for klass in on_it for part in _partitions_of(klass))
+    return found
 
 
 def _by_redis(classes, url_of=None):
@@ -145,10 +208,56 @@ def fold_store_classes():
 
 
 def classes_by_redis(client=None):
-    """[(client, [classes on it])], one entry per distinct Redis of the classes; all on ``client`` if given."""
+    """[(client, [classes on it])], one entry per distinct Redis of the classes, and one per partition of a class on
+    a Redis Cluster (each partition is a keyspace of its own); all on ``client`` if given."""
     if client is not None:
         return [(client, list(CLASSES))]
-    return [(get_redis(url), classes) for url, classes in _by_redis(CLASSES).items()]
+    found = []
+    for url, classes in _by_redis(CLASSES).items():
+        if addresses.parse(url).cluster:
+            found.extend((client_of(part), [klass]) for klass in classes for part in _partitions_of(klass))
+        else:
+            found.append((get_redis(url), classes))
+    return found
+
+
+def users_by_redis(user_ids, client=None):
+    """[(client, [user ids])]: where each user's mirrored state goes (the preferences), one entry per distinct Redis
+    of the classes with every user, and on a Redis Cluster one per partition with its own users; all on ``client`` if
+    given."""
+    user_ids = list(user_ids)
+    if client is not None:
+        return [(client, user_ids)]
+    found = []
+    for url, classes in _by_redis(CLASSES).items():
+        if not addresses.parse(url).cluster:
+            found.append((get_redis(url), user_ids))
+            continue
+        for klass in classes:
+            queue = sluice_settings().queues[klass]
+            groups = {}
+            for user_id in user_ids:
+                groups.setdefault(cluster.partition_of(user_id, queue.partitions), []).append(user_id)
+            found.extend((client_of(queue.every_partition[index]), users) for index, users in groups.items())
+    return found
+
+
+def client_of(queue):
+    """The client of a QueueConfig's Redis: its partition's for a partition of a class on a Redis Cluster."""
+    return partition_client(queue.redis_url, queue.tag) if queue.tag else _client(queue.redis_url).redis
+
+
+def partition_clients(queue_name):
+    """[(partition index, client)] of the class on a Redis Cluster whose queue is ``queue_name``; [] for any other
+    queue (the exporter reads such a class partition by partition)."""
+    for queue in sluice_settings().queues.values():
+        if queue.name == queue_name and queue.clustered:
+            return [(index, client_of(part)) for index, part in enumerate(queue.every_partition)]
+    return []
+
+
+def _partitions_of(klass):
+    return sluice_settings().queues[klass].every_partition
 
 
 @functools.lru_cache(maxsize=64)
@@ -178,6 +287,7 @@ def reset():
     with _lock:
         _clients.clear()
         _routes.clear()
+        _partitions.clear()
 
 
 INCLUDE = re.compile(r"^--! include (\w+)$", re.M)
@@ -242,10 +352,11 @@ script = Scripts(LUA_DIR)
 def _after_fork_in_child():
     # A lock held by another thread at fork time would never be released in the child; the parent's clients
     # are left to the GC, never closed here: their sockets are the parent's.
-    global _lock, _clients, _routes
+    global _lock, _clients, _routes, _partitions
     _lock = threading.Lock()
     _clients = {}
     _routes = {}
+    _partitions = {}
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -8,6 +8,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from .connections import fold_store_url
 from .errors import NotReplicated, WaitRefused
 from .redis.addresses import describe
+from .redis.cluster import SlotClient
 
 logger = logging.getLogger("sluice.durability")
 
@@ -28,6 +29,9 @@ def run(script, keys, args, client, queue, klass, step):
     NotReplicated, and a WAIT that Redis refuses (an ACL user without +wait) WaitRefused, a NotReplicated that
     confirmed nothing. The script's writes stay on the primary: confirmed or not, never undone; the exception's
     ``reply`` is the script's, for a caller with more to do on it."""
+    if isinstance(client, SlotClient):
+        # A partition of a Redis Cluster: the whole step goes to its slot's primary, again if the slot moved.
+        return client.run(lambda node: run(script, keys, args, node, queue, klass, step))
     if not queue.replicated:
         return script(keys=keys, args=args, client=client)
     reply, confirmed = _with_wait(script, keys, args, client, queue)
@@ -52,6 +56,8 @@ def run_many(script, calls, client, queue, klass, step):
     """run() for many calls of one script, [(keys, args)], in one round trip: one pipeline, with one WAIT at its end
     for a replicated ``queue`` (it confirms every write before it). Return the replies in order; raise the first
     error a call met, or NotReplicated (WaitRefused) for the whole batch, its ``reply`` the list of replies."""
+    if isinstance(client, SlotClient):
+        return client.run(lambda node: run_many(script, calls, node, queue, klass, step))
     replies = _send_many(script, calls, client, queue)
     if any(isinstance(reply, NoScriptError) for reply in replies):
         script.sha = client.script_load(script.script)

@@ -23,7 +23,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from notifications.preferences.schedule import DAY, daily_ticks, hourly_ticks, quiet_intervals
 from pipeline.admission import wire
 from pipeline.conf import sluice_settings
-from pipeline.connections import classes_by_redis, get_redis
+from pipeline.connections import get_redis, users_by_redis
 from pipeline.redis import keys
 
 from .models import NotificationSettings, Preference
@@ -138,9 +138,9 @@ def write_mirror(user_ids, client=None, now=None):
     for settings_row in NotificationSettings.objects.filter(user_id__in=user_ids):
         found[settings_row.user_id] = settings_row
     fields = {user_id: mirror_fields(rows.get(user_id, {}), found.get(user_id), now) for user_id in user_ids}
-    for target, _classes in classes_by_redis(client):
+    for target, users in users_by_redis(user_ids, client):
         pipe = target.pipeline(transaction=True)
-        for user_id in user_ids:
+        for user_id in users:
             key = keys.preferences(user_id)
             pipe.delete(key)
             if fields[user_id]:

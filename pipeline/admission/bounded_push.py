@@ -30,7 +30,7 @@ def push_many(waiting):
     """push() for many waiting events of one class, [(event, message)], in one round trip and in order: the first
     that fit are pushed, and once one does not fit none after it is. Return their Admissions in order."""
     event = waiting[0][0]
-    found = route(event.kind.klass)
+    found = route(event.kind.klass, event.user_id)
     event_keys, event_args = [], []
     for each, message in waiting:
         idempotency = each.idempotency
@@ -54,10 +54,11 @@ def opens_burst(klass, what, burst_window_s):
     return bool(route(klass).client.set(keys.refused_burst(klass, what), 1, nx=True, ex=burst_window_s))
 
 
-def count_rejection(klass, burst_window_s):
-    """Count a refused event; return True when it opens a burst of refusals (so the caller logs it once)."""
+def count_rejection(klass, burst_window_s, user_id=None):
+    """Count a refused event (in ``user_id``'s partition of a class on a Redis Cluster); return True when it opens a
+    burst of refusals (so the caller logs it once)."""
     return bool(
-        script("reject", on=route(klass).client)(
+        script("reject", on=route(klass, user_id).client)(
             keys=[keys.counters(), keys.rejected_burst(klass)],
             args=[notifications_field(klass, "rejected"), burst_window_s],
         )
@@ -74,7 +75,7 @@ def log_waited(events, outcome, detail=""):
         return
     reason = "waited" if outcome == activity_fields.ACCEPTED else "full"
     try:
-        pipe = route(events[0].kind.klass).client.pipeline(transaction=False)
+        pipe = route(events[0].kind.klass, events[0].user_id).client.pipeline(transaction=False)
         for event in events:
             entry = activity_fields.Entry(
                 str(event.user_id),

@@ -7,12 +7,13 @@ from pipeline.metrics import idempotent_replay_field
 from pipeline.redis import keys
 
 
-def record_key(klass, idempotency, outcome, ttl_s):
+def record_key(klass, idempotency, outcome, ttl_s, user_id=None):
     """Record ``outcome`` (an outcome's name) at ``idempotency`` (a key name, pipeline.redis.keys.idempotency, or
     None) on ``klass``'s Redis for ``ttl_s`` seconds, as an admission of that class would, publishing nothing; return
     the outcome the key held already (a replay, counted as one), or None. One round trip, key or not, WAITed for like
-    an admission in a replicated class (NotReplicated, WaitRefused)."""
-    target = route(klass)
+    an admission in a replicated class (NotReplicated, WaitRefused). On a Redis Cluster, in ``user_id``'s partition,
+    where that user's admissions record their keys."""
+    target = route(klass, user_id)
     found = durability.run(
         script.get("record_key"),
         keys=[keys.counters(), idempotency or keys.NO_IDEMPOTENCY],

@@ -29,6 +29,7 @@ from pipeline.connections import route
 from pipeline.errors import NotReplicated
 from pipeline.metrics import fold_field
 from pipeline.redis import keys
+from pipeline.redis.cluster import partition_of
 
 logger = logging.getLogger("sluice.admission")
 
@@ -44,7 +45,7 @@ def admit(event, queue=None, digest=None):
     (the reply's ``replayed``); an unknown user's (``event.unknown_user``) records only its key."""
     if event.unknown_user:
         return _unknown_user(event)
-    found = route(event.kind.klass)
+    found = route(event.kind.klass, event.user_id)
     request = _request(event, found, queue, digest)
     try:
         reply = durability.run(
@@ -73,12 +74,29 @@ def admit_many(events, tally=""):
     when the replicas did not confirm a batch: its events (and any before it) stay admitted on the primary.
     ``tally``, a counter field's prefix (pipeline.metrics.fanout_field), counts the events taken by their outcome in
     the same step."""
-    done = []
-    for start in range(0, len(events), wire.MAX_BATCH):
-        done.extend(_admit_batch(events[start : start + wire.MAX_BATCH], tally))
+    done = [None] * len(events)
+    for group in _by_partition(events):
+        for start in range(0, len(group), wire.MAX_BATCH):
+            batch = group[start : start + wire.MAX_BATCH]
+            for (index, _event), admitted in zip(batch, _admit_batch([e for _i, e in batch], tally), strict=True):
+                done[index] = admitted
     if any(each.flush for each in done):
         ask_for_flush()
     return done
+
+
+def _by_partition(events):
+    """``events`` as [(index, event)] groups, one per partition of their class (all of them, in order, on one Redis):
+    a batch runs on one slot."""
+    if not events:
+        return []
+    queue = sluice_settings().queues[events[0].kind.klass]
+    if not queue.clustered:
+        return [list(enumerate(events))]
+    groups = {}
+    for index, event in enumerate(events):
+        groups.setdefault(partition_of(event.user_id, queue.partitions), []).append((index, event))
+    return list(groups.values())
 
 
 def _admit_batch(events, tally):
@@ -87,7 +105,7 @@ def _admit_batch(events, tally):
     klass = events[0].kind.klass
     if any(event.kind.klass != klass for event in events):
         raise ValueError(f"admit_many: a batch's events must be of one class ({klass}), got several")
-    found = route(klass)
+    found = route(klass, events[0].user_id)
     batch_keys, batch_args, requests = _batch(events, found, tally)
     try:
         reply = durability.run(
@@ -184,7 +202,7 @@ def ask_for_flush():
 def _unknown_user(event):
     """What admission answers for an unknown user's event: ACCEPTED, its key recorded, or its recorded outcome."""
     ttl_s = key_ttl(event)
-    recorded = record_key(event.kind.klass, event.idempotency, wire.ACCEPTED, ttl_s)
+    recorded = record_key(event.kind.klass, event.idempotency, wire.ACCEPTED, ttl_s, event.user_id)
     return wire.Admission(recorded, replayed=True) if recorded else wire.Admission(wire.ACCEPTED)
 
 

@@ -113,10 +113,11 @@ def _no_tags(tag):
 
 
 def redis_of(queue):
-    """The Redis of the class whose queue is ``queue``."""
+    """The Redis of the class whose queue is ``queue``: on a Redis Cluster, its partition's client (the partition
+    being handled: a batch takes from its own task's queue)."""
     queues = sluice_settings().queues
     for klass in CLASSES:
-        if queues[klass].name == queue:
+        if queue in queues[klass].queue_names:
             return class_redis(klass)
     raise LookupError(f"queue {queue!r} is no class's queue (SLUICE_QUEUES)")
 

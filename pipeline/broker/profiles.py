@@ -7,7 +7,7 @@ acks late (notifications.delivery.tasks), so a worker that dies mid-send leaves 
 
 from dataclasses import dataclass
 
-from pipeline.broker.queues import queue_for_class
+from pipeline.broker.queues import queues_of_class
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def worker_argv(klass, extra=()):
     return [
         "worker",
         "--queues",
-        queue_for_class(klass),
+        queues_of_class(klass),
         "--hostname",
         f"{klass}@%h",
         "--pool",

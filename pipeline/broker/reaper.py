@@ -62,72 +62,73 @@ def _script(client):
     return client.register_script(lua_source(engine_scripts.path("fetch_reap")))
 
 
-def scan(client, dead_after_s, restore_tag):
+def scan(client, dead_after_s, restore_tag, key_tag=""):
     """One scan of ``client``'s registry, if no other worker's runs: every dead consumer holding messages gives them
     back (``restore_tag(tag)`` for each delivery tag it held in kombu's unacked record), then the empty ones are
-    forgotten. Returns the reaped consumers, those that held messages first; [] when another scan holds the lock."""
+    forgotten. Returns the reaped consumers, those that held messages first; [] when another scan holds the lock.
+    ``key_tag``: the registry of one cluster partition (pipeline.redis.cluster), whose fetch keys all start with it."""
     lock_ms = max(1, int(interval_s(dead_after_s) * 1000 * LOCK_SHARE))
-    if not client.set(keys.fetch_reaper_lock(), 1, nx=True, px=lock_ms):
+    if not client.set(keys.fetch_reaper_lock(key_tag), 1, nx=True, px=lock_ms):
         return []
     # A scan runs in a worker's own loop, between its fetches: past its allowance it leaves the rest for the next
     # scan (a quarter of dead_after_s later), as every housekeeping step does (pipeline.housekeeping).
     deadline = time.monotonic() + SCAN_ALLOWANCE_S
-    found = dead_consumers(client)
+    found = dead_consumers(client, key_tag)
     # Those that hold messages first, the most first: an empty one costs nothing but its removal.
     found.sort(key=lambda dead: -dead.held)
     reaped = []
     for dead in found:
         if time.monotonic() > deadline:
             break
-        if reap(client, dead, restore_tag):
+        if reap(client, dead, restore_tag, key_tag=key_tag):
             reaped.append(dead)
     return reaped
 
 
-def release(client, consumer, sources, restore_tag):
+def release(client, consumer, sources, restore_tag, key_tag=""):
     """Give back at once what ``consumer`` (alive or not) holds, and forget it: a clean stop, or a batch ended."""
-    return reap(client, Dead(consumer, list(sources)), restore_tag, force=True)
+    return reap(client, Dead(consumer, list(sources)), restore_tag, force=True, key_tag=key_tag)
 
 
-def dead_consumers(client):
+def dead_consumers(client, key_tag=""):
     """Every registered consumer whose heartbeat is gone, with its sources and what it holds: a few round trips a
     chunk of the registry."""
-    registry = keys.fetch_consumers()
+    registry = keys.fetch_consumers(key_tag)
     found, chunk = [], []
     for member in client.sscan_iter(registry, count=CHUNK):
         chunk.append(member.decode() if isinstance(member, bytes) else member)
         if len(chunk) >= CHUNK:
-            found.extend(_dead_in(client, chunk))
+            found.extend(_dead_in(client, chunk, key_tag))
             chunk = []
     if chunk:
-        found.extend(_dead_in(client, chunk))
+        found.extend(_dead_in(client, chunk, key_tag))
     return found
 
 
-def _dead_in(client, consumers):
+def _dead_in(client, consumers, key_tag):
     pipe = client.pipeline(transaction=False)
     for consumer in consumers:
-        pipe.exists(keys.fetch_alive(consumer))
+        pipe.exists(keys.fetch_alive(consumer, key_tag))
     dead = [Dead(consumer) for consumer, alive in zip(consumers, pipe.execute(), strict=True) if not alive]
     if not dead:
         return []
     pipe = client.pipeline(transaction=False)
     for one in dead:
-        pipe.smembers(keys.fetch_sources(one.consumer)).scard(keys.fetch_tags(one.consumer))
+        pipe.smembers(keys.fetch_sources(one.consumer, key_tag)).scard(keys.fetch_tags(one.consumer, key_tag))
     replies = pipe.execute()
     pipe = client.pipeline(transaction=False)
     for index, one in enumerate(dead):
         one.sources = sorted(s.decode() if isinstance(s, bytes) else s for s in replies[2 * index])
         one.held = replies[2 * index + 1]
         for source in one.sources:
-            pipe.llen(keys.fetch_processing(one.consumer, source))
+            pipe.llen(keys.fetch_processing(one.consumer, source, key_tag))
     lengths = iter(pipe.execute())
     for one in dead:
         one.held += sum(next(lengths) for _source in one.sources)
     return dead
 
 
-def reap(client, dead, restore_tag, force=False):
+def reap(client, dead, restore_tag, force=False, key_tag=""):
     """Move back what ``dead`` holds, STEP messages a call, and forget it. False if it turned out to be alive (its
     heartbeat came back: it was only stalled) unless ``force``. Its sources are read again when they changed."""
     script = _script(client)
@@ -135,12 +136,12 @@ def reap(client, dead, restore_tag, force=False):
         sources = dead.sources
         reply = script(
             keys=[
-                keys.fetch_consumers(),
-                keys.fetch_alive(dead.consumer),
-                keys.fetch_sources(dead.consumer),
-                keys.fetch_tags(dead.consumer),
+                keys.fetch_consumers(key_tag),
+                keys.fetch_alive(dead.consumer, key_tag),
+                keys.fetch_sources(dead.consumer, key_tag),
+                keys.fetch_tags(dead.consumer, key_tag),
                 *sources,
-                *(keys.fetch_processing(dead.consumer, source) for source in sources),
+                *(keys.fetch_processing(dead.consumer, source, key_tag) for source in sources),
             ],
             args=[dead.consumer, STEP, 1 if force else 0],
         )
@@ -157,6 +158,5 @@ def reap(client, dead, restore_tag, force=False):
             return True
         if status == "changed":
             # It registered another source since it was read (a stalled consumer fetched again): read them again.
-            dead.sources = sorted(
-                s.decode() if isinstance(s, bytes) else s for s in client.smembers(keys.fetch_sources(dead.consumer))
-            )
+            found = client.smembers(keys.fetch_sources(dead.consumer, key_tag))
+            dead.sources = sorted(s.decode() if isinstance(s, bytes) else s for s in found)

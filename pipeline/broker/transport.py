@@ -52,27 +52,33 @@ class QoS(redis.QoS):
     def append(self, message, delivery_tag):
         channel = self.channel
         fetched, channel._fetched = channel._fetched, None
+        # The channel that fetched it keeps its record: this one, or one of its cluster partitions' channels.
+        holder, channel._fetched_by = channel._fetched_by or channel, None
         delivery = message.delivery_info
         entry = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
         source, raw = fetched if fetched else ("", "")
-        with channel.conn_or_acquire() as client:
-            channel.scripts(client)["fetch_record"](
+        with holder.conn_or_acquire() as client:
+            holder.scripts(client)["fetch_record"](
                 keys=[
-                    keys.fetch_processing(channel.consumer_id, source),
-                    self.unacked_key,
-                    self.unacked_index_key,
-                    keys.fetch_tags(channel.consumer_id),
+                    keys.fetch_processing(holder.consumer_id, source, holder.key_tag),
+                    holder.unacked_key,
+                    holder.unacked_index_key,
+                    keys.fetch_tags(holder.consumer_id, holder.key_tag),
                 ],
                 args=[raw, delivery_tag, entry, time.time()],
             )
+        self.held(delivery_tag, holder)
         VirtualQoS.append(self, message, delivery_tag)
+
+    def held(self, delivery_tag, holder):
+        """Note that ``holder`` keeps the record of ``delivery_tag``: on one Redis, always this QoS's channel."""
 
     def _remove_from_indices(self, delivery_tag, pipe=None):
         with self.pipe_or_acquire(pipe) as pipe:
             return (
                 pipe.zrem(self.unacked_index_key, delivery_tag)
                 .hdel(self.unacked_key, delivery_tag)
-                .srem(keys.fetch_tags(self.channel.consumer_id), delivery_tag)
+                .srem(keys.fetch_tags(self.channel.consumer_id, self.channel.key_tag), delivery_tag)
             )
 
 
@@ -86,6 +92,11 @@ class Channel(redis.Channel):
     from_transport_options = (*redis.Channel.from_transport_options, "fetch_dead_after_s")
 
     _fetched = None
+    # The channel whose fetch _fetched came from, when not this one (a cluster partition's: its QoS records it).
+    _fetched_by = None
+    # A cluster partition's hash tag (pipeline.broker.cluster_transport): every fetch key of this channel starts with
+    # it, so they live on the partition's slot; "" on one Redis.
+    key_tag = ""
     # The list the pending BLMOVE blocks on, or None while a fetch_any.lua is pending.
     _blocking_on = None
     # With several lists: fetch_any.lua found them all empty, so the next fetch blocks on the first.
@@ -99,6 +110,12 @@ class Channel(redis.Channel):
     # The fetch connection whose reconnections this channel watches, and whether it has connected once already.
     _watched = None
     _connected_once = False
+
+    @property
+    def fetch_owner(self):
+        """The channel whose consumer this one's fetches are delivered to, and whose QoS records them: this one; a
+        cluster partition's channel fetches for its class's channel (pipeline.broker.cluster_transport)."""
+        return self
 
     @cached_property
     def consumer_id(self):
@@ -141,11 +158,11 @@ class Channel(redis.Channel):
             # Block on one list: the only one, or the first once fetch_any.lua found every list empty (a
             # message arriving on another list meanwhile waits for the next round, at most the timeout).
             self._blocking_on = source = lists[0]
-            processing = keys.fetch_processing(self.consumer_id, source)
+            processing = keys.fetch_processing(self.consumer_id, source, self.key_tag)
             fetch = ["BLMOVE", source, processing, "RIGHT", "LEFT", timeout or 0]
         else:
             self._blocking_on = None
-            processing = [keys.fetch_processing(self.consumer_id, source) for source in lists]
+            processing = [keys.fetch_processing(self.consumer_id, source, self.key_tag) for source in lists]
             fetch = ["EVAL", lua_source(engine_scripts.path("fetch_any")), len(lists) * 2, *lists, *processing]
         self._block_next = False
         connection = self.client.connection
@@ -165,9 +182,9 @@ class Channel(redis.Channel):
     def _heartbeat(self, lists):
         """The commands that register this consumer as alive for fetch_dead_after_s (Redis's own clock)."""
         return [
-            ["SET", keys.fetch_alive(self.consumer_id), 1, "PX", int(self.fetch_dead_after_s * 1000)],
-            ["SADD", keys.fetch_consumers(), self.consumer_id],
-            ["SADD", keys.fetch_sources(self.consumer_id), *lists],
+            ["SET", keys.fetch_alive(self.consumer_id, self.key_tag), 1, "PX", int(self.fetch_dead_after_s * 1000)],
+            ["SADD", keys.fetch_consumers(self.key_tag), self.consumer_id],
+            ["SADD", keys.fetch_sources(self.consumer_id, self.key_tag), *lists],
         ]
 
     def _brpop_read(self, **options):
@@ -220,7 +237,8 @@ class Channel(redis.Channel):
         moved = 0
         with self.conn_or_acquire() as client:
             for source in self._lost_fetch:
-                while client.lmove(keys.fetch_processing(self.consumer_id, source), source, "LEFT", "RIGHT"):
+                processing = keys.fetch_processing(self.consumer_id, source, self.key_tag)
+                while client.lmove(processing, source, "LEFT", "RIGHT"):
                     moved += 1
         self._lost_fetch = ()  # only once it worked: a Redis still away is tried again next round
         if moved:
@@ -234,20 +252,21 @@ class Channel(redis.Channel):
         except (TypeError, ValueError):
             self._dead_letter_undecodable(source, raw)
             raise Empty() from None
-        self._fetched = (source, raw)
-        processing = keys.fetch_processing(self.consumer_id, source)
+        owner = self.fetch_owner
+        owner._fetched, owner._fetched_by = (source, raw), (self if owner is not self else None)
+        processing = keys.fetch_processing(self.consumer_id, source, self.key_tag)
         try:
             self.connection._deliver(payload, queue)
         except BaseException:
-            if self._fetched is not None:
+            if owner._fetched is not None:
                 # Not recorded, not handled: back to the end of the queue workers take from.
-                self._fetched = None
+                owner._fetched = owner._fetched_by = None
                 with self.conn_or_acquire() as client:
                     client.pipeline(transaction=True).lrem(processing, -1, raw).rpush(source, raw).execute()
             raise
-        if self._fetched is not None:
+        if owner._fetched is not None:
             # Handled without being recorded (a consumer without acks): it leaves the processing list.
-            self._fetched = None
+            owner._fetched = owner._fetched_by = None
             with self.conn_or_acquire() as client:
                 client.lrem(processing, -1, raw)
 
@@ -257,7 +276,7 @@ class Channel(redis.Channel):
         logger.error("a message on %s is not valid JSON: dead-lettered", source)
         add("", "", {"raw": bytes_to_str(raw)[:4096]}, "undecodable", "not valid JSON", 1)
         with self.conn_or_acquire() as client:
-            client.lrem(keys.fetch_processing(self.consumer_id, source), -1, raw)
+            client.lrem(keys.fetch_processing(self.consumer_id, source, self.key_tag), -1, raw)
 
     # Heartbeat and reaper
 
@@ -276,7 +295,7 @@ class Channel(redis.Channel):
                 for command in self._heartbeat(lists):
                     pipe.execute_command(*command)
                 pipe.execute()
-            for dead in reaper.scan(client, self.fetch_dead_after_s, self._restorer(client)):
+            for dead in reaper.scan(client, self.fetch_dead_after_s, self._restorer(client), self.key_tag):
                 if dead.moved or dead.tags:
                     logger.warning(
                         "consumer %s stopped answering: %d fetched and %d unacked messages put back",
@@ -299,8 +318,8 @@ class Channel(redis.Channel):
         self.connection = transport
         try:
             with self.conn_or_acquire() as client:
-                sources = [bytes_to_str(s) for s in client.smembers(keys.fetch_sources(self.consumer_id))]
-                reaper.release(client, self.consumer_id, sources, self._restorer(client))
+                sources = [bytes_to_str(s) for s in client.smembers(keys.fetch_sources(self.consumer_id, self.key_tag))]
+                reaper.release(client, self.consumer_id, sources, self._restorer(client), self.key_tag)
         except self.connection_errors:
             pass  # left to the reaper
         finally:

@@ -1,7 +1,7 @@
 """The one resolver for SLUICE_ settings: read, validate, and cache them as plain objects."""
 
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass, field, replace
+from functools import cached_property, lru_cache
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -21,7 +21,7 @@ from pipeline.conf.providers import BreakerConfig, ProviderConfig  # noqa: F401 
 from pipeline.conf.validate import flag as _flag
 from pipeline.conf.validate import mapping as _mapping
 from pipeline.conf.validate import positive_int as _positive_int
-from pipeline.redis import addresses, keys
+from pipeline.redis import addresses, cluster, keys
 
 DEFAULT_QUEUE = {"capacity": 2048, "wait_ms": 0}
 # What an acknowledged admission promises (docs/reliability.md): "async", in the primary's memory (Redis replicates
@@ -69,11 +69,49 @@ class QueueConfig:
     durability: str = "async"
     durability_replicas: int = 1
     durability_timeout_ms: int = DEFAULT_DURABILITY_TIMEOUT_MS
+    # A class on a Redis Cluster is split into this many partitions (pipeline.redis.cluster); 1 on one Redis.
+    partitions: int = 1
+    # A partition's hash tag ("" for a whole class): what partition() hands out.
+    tag: str = ""
 
     @property
     def replicated(self):
         """Whether this class's writes are confirmed by replicas before they are acknowledged."""
         return self.durability == "replicated"
+
+    @cached_property
+    def clustered(self):
+        """Whether this class is spread over a Redis Cluster in partitions."""
+        return bool(self.redis_url) and addresses.parse(self.redis_url).cluster
+
+    def partition(self, index):
+        """Partition ``index`` of this class as a queue of its own: its queue's name starts with its hash tag, and its
+        capacity, ceiling and overflow are its share of the class's (exact per partition, so exact in sum)."""
+        tag = cluster.partition_tag(self.name, index, self.partitions)
+        return replace(
+            self,
+            name=tag + self.name,
+            capacity=cluster.share(self.capacity, index, self.partitions),
+            ceiling=cluster.share(self.ceiling, index, self.partitions),
+            overflow=cluster.share(self.overflow, index, self.partitions),
+            tag=tag,
+        )
+
+    @cached_property
+    def every_partition(self):
+        """Each partition's QueueConfig, in order (a tuple); this class alone on one Redis."""
+        return tuple(self.partition(i) for i in range(self.partitions)) if self.clustered and not self.tag else (self,)
+
+    @cached_property
+    def queue_names(self):
+        """The Celery queues of this class: its partitions' on a cluster, else its own."""
+        return tuple(each.name for each in self.every_partition)
+
+    @property
+    def published_to(self):
+        """The queue a Celery publish to this class goes to (a retry, a control task): its first partition's on a
+        cluster, so that it lands on one slot as everything else does."""
+        return self.queue_names[0]
 
 
 # A day: longer than any client's retries, short enough that the keys a busy caller leaves stay few.
@@ -142,6 +180,7 @@ def _queues(raw, default_url):
             "durability",
             "durability_replicas",
             "durability_timeout_ms",
+            "partitions",
         }
         if extra:
             raise ImproperlyConfigured(f"{name} has unknown keys {sorted(extra)}")
@@ -149,6 +188,7 @@ def _queues(raw, default_url):
         if not isinstance(queue, str) or not queue or queue == "celery":
             raise ImproperlyConfigured(f"{name}['queue'] must be a non-empty name other than 'celery'")
         url = conf.get("redis_url", default_url)
+        partitions = _partitions(conf, name, _redis_url(url, f"{name}['redis_url']"), capacity)
         queues[klass] = QueueConfig(
             name=queue,
             capacity=capacity,
@@ -158,11 +198,35 @@ def _queues(raw, default_url):
             send_budget_s=budget,
             redis_url=_redis_url(url, f"{name}['redis_url']"),
             batch=batch,
+            partitions=partitions,
             **_durability(conf, name),
         )
     if len({q.name for q in queues.values()}) != len(CLASSES):
         raise ImproperlyConfigured("SLUICE_QUEUES must give each class its own queue")
     return queues
+
+
+#: Partitions of a class on a Redis Cluster unless it says: four per primary of a three-primary cluster.
+DEFAULT_PARTITIONS = 12
+MAX_PARTITIONS = 1024
+
+
+def _partitions(conf, name, url, capacity):
+    """A class's partitions: only on a Redis Cluster, at least one message of room each."""
+    clustered = addresses.parse(url).cluster
+    if "partitions" in conf and not clustered:
+        raise ImproperlyConfigured(f"{name}['partitions'] needs a Redis Cluster: its redis_url is not redis+cluster://")
+    if not clustered:
+        return 1
+    partitions = _positive_int(conf.get("partitions", DEFAULT_PARTITIONS), f"{name}['partitions']")
+    if partitions > MAX_PARTITIONS:
+        raise ImproperlyConfigured(f"{name}['partitions'] must be at most {MAX_PARTITIONS}, got {partitions}")
+    if partitions > capacity:
+        raise ImproperlyConfigured(
+            f"{name}['partitions'] ({partitions}) must be at most its capacity ({capacity}): each partition holds its "
+            "share of it"
+        )
+    return partitions
 
 
 def _durability(conf, name):
@@ -269,15 +333,24 @@ def redis_url():
             "SLUICE_REDIS_URL is not set: set it to the Redis that holds Sluice's queues, for example "
             "SLUICE_REDIS_URL = 'redis://127.0.0.1:6379/0' (see docs/integrate.md)"
         )
-    return _redis_url(url, "SLUICE_REDIS_URL")
+    if _redis_url(url, "SLUICE_REDIS_URL") and addresses.parse(url).cluster:
+        raise ImproperlyConfigured(
+            "SLUICE_REDIS_URL must name one Redis, not a Redis Cluster: it holds what every class shares; put a class "
+            "on a cluster with SLUICE_QUEUES[class]['redis_url'] (docs/scaling.md)"
+        )
+    return url
 
 
 def _default_redis_url(raw_queues):
-    """SLUICE_REDIS_URL; when every class names its own Redis it may be left out, and routine's stands in."""
+    """SLUICE_REDIS_URL; when every class names its own Redis it may be left out, and routine's stands in (unless it
+    is a Redis Cluster: then critical's or background's, if one is a single Redis)."""
     if getattr(settings, "SLUICE_REDIS_URL", None) is None and isinstance(raw_queues, dict):
         urls = [conf.get("redis_url") if isinstance(conf, dict) else None for conf in map(raw_queues.get, CLASSES)]
         if all(urls):
-            return _redis_url(urls[1], "SLUICE_QUEUES['routine']['redis_url']")
+            for klass in ("routine", "critical", "background"):
+                url = _redis_url(urls[CLASSES.index(klass)], f"SLUICE_QUEUES[{klass!r}]['redis_url']")
+                if not addresses.parse(url).cluster:
+                    return url
     return redis_url()
 
 

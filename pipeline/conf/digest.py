@@ -49,8 +49,17 @@ def digest(raw, queues):
         conf.get("max_fold_keys", FOLD_KEYS_PER_QUEUED_MESSAGE * bulk), "SLUICE_DIGEST['max_fold_keys']"
     )
     url = conf.get("redis_url") or ""
-    if url:
-        addresses.parse(url, "SLUICE_DIGEST['redis_url']")
+    if url and addresses.parse(url, "SLUICE_DIGEST['redis_url']").cluster:
+        raise ImproperlyConfigured(
+            "SLUICE_DIGEST['redis_url'] must name one Redis, not a Redis Cluster: the digest's store is one keyspace "
+            "(a flush reads every user's folds together)"
+        )
+    clustered = [klass for klass in ("routine", "background") if queues[klass].clustered]
+    if clustered and not url:
+        raise ImproperlyConfigured(
+            f"SLUICE_QUEUES[{clustered[0]!r}] is on a Redis Cluster, so its folds need a Redis of their own: set "
+            "SLUICE_DIGEST['redis_url'] to one Redis (not a cluster) for the digest's store (docs/scaling.md)"
+        )
     return DigestConfig(
         flush_interval_s=positive_int(conf["flush_interval_s"], "SLUICE_DIGEST['flush_interval_s']"),
         max_keys=positive_int(conf["max_keys"], "SLUICE_DIGEST['max_keys']"),

@@ -79,7 +79,9 @@ def on_redis_of(klass):
     """Whether the gates live on ``klass``'s own Redis (pipeline.connections.shared_redis is critical's), so that a send
     claim of the class can be taken in the gate's round trip (hold's ``claim``)."""
     queues = sluice_settings().queues
-    return same_redis(queues[klass].redis_url, queues["critical"].redis_url)
+    # On a Redis Cluster the gates have one slot of their own (shared_redis), and a send's claim lives on its
+    # partition's slot: two round trips, as for a class on another Redis.
+    return not queues[klass].clustered and same_redis(queues[klass].redis_url, queues["critical"].redis_url)
 
 
 @contextmanager

@@ -14,7 +14,7 @@ from redis.exceptions import RedisError
 
 from pipeline.admission.fold_fields import SIZE
 from pipeline.broker import deadletters
-from pipeline.broker.depth import queue_redis, snapshot
+from pipeline.broker.depth import snapshot
 from pipeline.conf import CLASSES, sluice_settings
 from pipeline.connections import fold_store_classes, get_redis, shared_redis
 from pipeline.durability import STEPS
@@ -51,9 +51,8 @@ from pipeline.observe import (
     provider_metrics,
     schedule_metrics,
 )
-from pipeline.observe.latency import oldest_ages
 from pipeline.observe.scaler import BadQuery, scaler_payload
-from pipeline.observe.window import sample, window
+from pipeline.observe.window import queue_age, sample, window
 from pipeline.redis import keys
 
 logger = logging.getLogger("sluice.exporter")
@@ -74,9 +73,9 @@ class SluiceCollector:
         # Every Redis Sluice uses: each queue's on its class's Redis, the counters summed over all of them.
         now = time.time()
         queues = snapshot()
-        ages = {
-            q["queue"]: oldest_ages(queue_redis(q["queue"]), [q["queue"]], now)[q["queue"]] for q in queues.values()
-        }
+        ages, partition_ages = {}, {}
+        for q in queues.values():
+            ages[q["queue"]], partition_ages[q["queue"]] = queue_age(q["queue"], now)
         counters = read_counters()
         stores = [get_redis(url) for url in fold_store_classes()]
         depth = GaugeMetricFamily(
@@ -113,6 +112,7 @@ class SluiceCollector:
             drain.add_metric([name], stats.drain_time_s)
             busy.add_metric([name], floor.busy_slots)
         yield from (depth, capacity, latency, windowed, drain, busy)
+        yield from _partition_gauges(queues, partition_ages)
         yield from self._counters(counters)
         pending = GaugeMetricFamily("sluice_digest_pending_keys", "Fold keys waiting for a flush")
         pending.add_metric([], sum(store.zcard(keys.pending()) for store in stores))
@@ -183,6 +183,26 @@ class SluiceCollector:
         yield from _fold_counters(counters)
         yield _unconfirmed(counters)
         yield from _digest_counters(counters)
+
+
+def _partition_gauges(queues, partition_ages):
+    """Depth and latency of each partition of a class on a Redis Cluster: a hot partition fills before its class."""
+    depth = GaugeMetricFamily(
+        "sluice_partition_depth",
+        "Messages waiting in one partition of a class on a Redis Cluster",
+        labels=["queue", "partition"],
+    )
+    latency = GaugeMetricFamily(
+        "sluice_partition_latency_seconds",
+        "Age of the oldest waiting message in one partition of a class on a Redis Cluster",
+        labels=["queue", "partition"],
+    )
+    for queue in queues.values():
+        for index, found in enumerate(queue.get("partitions", ())):
+            depth.add_metric([queue["queue"], str(index)], found)
+        for index, age in partition_ages[queue["queue"]].items():
+            latency.add_metric([queue["queue"], str(index)], age)
+    yield from (depth, latency)
 
 
 def _store_size(stores):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from pipeline.broker.depth import queue_redis, snapshot
 from pipeline.conf import CLASSES, sluice_settings
-from pipeline.connections import classes_by_redis
+from pipeline.connections import classes_by_redis, partition_clients
 from pipeline.metrics import digest_published_field, notifications_field, processed_field, read_counters
 from pipeline.observe.latency import oldest_ages
 from pipeline.redis import keys
@@ -96,8 +96,36 @@ def points(queue, window_s, now=None, client=None):
 
 
 def window(queue, window_s, now=None, client=None):
-    """The queue's Window from the samples of the last ``window_s`` seconds."""
+    """The queue's Window from the samples of the last ``window_s`` seconds; for a class on a Redis Cluster, its
+    partitions' combined (combine())."""
+    parts = partition_clients(queue) if client is None else []
+    if parts:
+        return combine([summarize(points(queue, window_s, now, each)) for _index, each in parts])
     return summarize(points(queue, window_s, now, client))
+
+
+def combine(windows):
+    """One Window for a class from its partitions': the worst latency and drain time (a hot partition is what the
+    class waits on), the throughput and busy slots summed."""
+    rates = [w.throughput_per_s for w in windows if w.throughput_per_s is not None]
+    return Window(
+        max(w.latency_avg_s for w in windows),
+        max(w.latency_max_s for w in windows),
+        sum(rates) if rates else None,
+        max(w.drain_time_s for w in windows),
+        sum(w.busy_slots for w in windows),
+        max(w.send_seconds_per_message for w in windows),
+    )
+
+
+def queue_age(queue, now):
+    """Age of the oldest due message of ``queue`` (across its partitions on a Redis Cluster), and {partition index:
+    age} of each partition ({} on one Redis)."""
+    parts = partition_clients(queue)
+    if not parts:
+        return oldest_ages(queue_redis(queue), [queue], now)[queue], {}
+    each = {index: oldest_ages(client, [queue], now)[queue] for index, client in parts}
+    return max(each.values()), each
 
 
 def summarize(samples):

@@ -1,4 +1,5 @@
-"""Redis URLs: parse one (redis, rediss, unix, sentinel), build its client, and say it without its password."""
+"""Redis URLs: parse one (redis, rediss, unix, sentinel, redis+cluster, rediss+cluster), build its client, and say it
+without its password."""
 
 import re
 import ssl
@@ -14,13 +15,23 @@ from redis.sentinel import Sentinel
 from pipeline.redis.keys import PREFIX
 from pipeline.redis.sentinel import FollowingSentinelPool
 
-SCHEMES = ("redis", "rediss", "unix", "sentinel")
-DEFAULT_PORTS = {"redis": 6379, "rediss": 6379, "sentinel": 26379}
+SCHEMES = ("redis", "rediss", "unix", "sentinel", "redis+cluster", "rediss+cluster")
+#: A Redis Cluster's schemes: its seed nodes, comma separated (redis+cluster://h1:7000,h2:7000,h3:7000).
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+DEFAULT_PORTS = {"redis": 6379, "rediss": 6379, "sentinel": 26379, "redis+cluster": 6379, "rediss+cluster": 6379}
 # The query parameters each scheme takes; anything else is refused rather than ignored, because kombu refuses
 # it too (a worker would then die at start while notify() worked).
 SSL_OPTIONS = ("ssl_ca_certs", "ssl_cert_reqs", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname")
 SENTINEL_OPTIONS = ("master_name", "sentinel_username", "sentinel_password")
-QUERY = {"redis": (), "rediss": SSL_OPTIONS, "unix": ("db",), "sentinel": SENTINEL_OPTIONS}
+QUERY = {
+    "redis": (),
+    "rediss": SSL_OPTIONS,
+    "unix": ("db",),
+    "sentinel": SENTINEL_OPTIONS,
+    "redis+cluster": (),
+    "rediss+cluster": SSL_OPTIONS,
+}
+KINDS = "a redis://, rediss://, unix://, sentinel://, redis+cluster:// or rediss+cluster:// URL"
 CERT_REQS = {"required": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
 #: The timeouts every client gets unless the caller says otherwise: a caller never waits on a dead server for
 #: longer than a connect plus a read, and a pooled connection idle for 30 s is checked before it is used.
@@ -44,6 +55,15 @@ class RedisURL:
     def master_name(self):
         return self.options.get("master_name")
 
+    @property
+    def cluster(self):
+        """Whether this URL names a Redis Cluster (its hosts are seed nodes)."""
+        return self.scheme in CLUSTER_SCHEMES
+
+    @property
+    def tls(self):
+        return self.scheme in ("rediss", "rediss+cluster")
+
 
 def _fail(setting, url, problem):
     raise ImproperlyConfigured(f"{setting} {problem} (got {describe_unchecked(url)!r})")
@@ -52,11 +72,13 @@ def _fail(setting, url, problem):
 def parse(url, setting="SLUICE_REDIS_URL"):
     """``url`` parsed; ImproperlyConfigured naming ``setting`` and the problem when it is not a usable URL."""
     if not isinstance(url, str) or "://" not in url:
-        raise ImproperlyConfigured(f"{setting} must be a redis://, rediss://, unix:// or sentinel:// URL, got {url!r}")
+        raise ImproperlyConfigured(f"{setting} must be {KINDS}, got {url!r}")
     scheme = url.split("://", 1)[0].lower()
     if scheme not in SCHEMES:
-        _fail(setting, url, "must be a redis://, rediss://, unix:// or sentinel:// URL")
+        _fail(setting, url, f"must be {KINDS}")
     segments = url.split(";") if scheme == "sentinel" else [url]
+    if scheme in CLUSTER_SCHEMES:
+        segments = _cluster_segments(url, setting)
     hosts, options, db, username, password = [], {}, None, None, None
     for segment in segments:
         try:
@@ -99,6 +121,8 @@ def parse(url, setting="SLUICE_REDIS_URL"):
         if db is not None and int(path_db) != db:
             _fail(setting, url, "names different databases in different parts")
         db = int(path_db)
+    if scheme in CLUSTER_SCHEMES and db:
+        _fail(setting, url, "names a database: a Redis Cluster has only database 0")
     if scheme == "sentinel" and not options.get("master_name"):
         _fail(
             setting, url, "needs the master's name: sentinel://host:26379;sentinel://host2:26379/0?master_name=mymaster"
@@ -123,6 +147,19 @@ def parse(url, setting="SLUICE_REDIS_URL"):
         password=password,
         options=options,
     )
+
+
+def _cluster_segments(url, setting):
+    """A cluster URL as one URL per seed node, each with the credentials, the path and the query: a URL parser reads
+    one host and port, and the seeds are comma separated in the netloc."""
+    scheme, _, rest = url.partition("://")
+    end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    netloc, tail = rest[:end], rest[end:]
+    userinfo, at, hosts = netloc.rpartition("@")
+    seeds = [host.strip() for host in hosts.split(",")]
+    if not all(seeds):
+        _fail(setting, url, "has an empty seed node: name them as host:port,host:port")
+    return [f"{scheme}://{userinfo}{at}{host}{tail}" for host in seeds]
 
 
 def ssl_options(parsed):
@@ -156,9 +193,13 @@ def make_client(url, **timeouts):
         return sentinel(parsed, options).master_for(
             parsed.master_name, redis.Redis, connection_pool_class=FollowingSentinelPool, **auth, **options
         )
-    host, port = parsed.hosts[0]
-    if parsed.scheme == "rediss":
+    if parsed.tls:
         options = {**options, "ssl": True, **ssl_options(parsed)}
+    if parsed.cluster:
+        from pipeline.redis.cluster import make_cluster
+
+        return make_cluster(parsed, auth, options)
+    host, port = parsed.hosts[0]
     return redis.Redis(host=host, port=port, **auth, **options)
 
 
@@ -208,6 +249,9 @@ def identity(url):
         return ("unix", parsed.path, parsed.db)
     if parsed.scheme == "sentinel":
         return ("sentinel", tuple(sorted(parsed.hosts)), parsed.master_name, parsed.db)
+    if parsed.cluster:
+        # A cluster is known by its seeds: the same seeds, the same cluster.
+        return ("cluster", tuple(sorted(parsed.hosts)))
     host, port = parsed.hosts[0]
     return ("tcp", host, port, parsed.db)
 
@@ -234,9 +278,20 @@ def celery_broker(url):
             }
         found["broker_transport_options"] = options
         return found
-    found["broker_transport"] = "pipeline.broker.transport:Transport"
-    found["broker_url"] = url.split("?", 1)[0] if parsed.scheme == "rediss" else url
-    if parsed.scheme == "rediss":
+    if parsed.cluster:
+        # kombu reads the credentials from a redis:// URL of the first seed; the transport finds the cluster by its
+        # seeds among SLUICE_QUEUES (pipeline.broker.cluster_transport), so no secret sits in the transport options.
+        credentials = ""
+        if parsed.username or parsed.password:
+            credentials = f"{quote(parsed.username or '', safe='')}:{quote(parsed.password or '', safe='')}@"
+        host, port = parsed.hosts[0]
+        found["broker_url"] = f"{'rediss' if parsed.tls else 'redis'}://{credentials}{host}:{port}/0"
+        found["broker_transport"] = "pipeline.broker.cluster_transport:ClusterTransport"
+        found["broker_transport_options"] = {"cluster_seeds": [f"{h}:{p}" for h, p in parsed.hosts]}
+    else:
+        found["broker_transport"] = "pipeline.broker.transport:Transport"
+        found["broker_url"] = url.split("?", 1)[0] if parsed.scheme == "rediss" else url
+    if parsed.tls:
         found["broker_use_ssl"] = ssl_options(parsed)
     return found
 

@@ -200,43 +200,44 @@ def dead_letter_entries():
     return f"{PREFIX}:deadletters:entries"
 
 
-def fetch_consumers():
-    """Set of the fetching consumers: the reaper's registry."""
-    return f"{PREFIX}:fetch:consumers"
+def fetch_consumers(tag=""):
+    """Set of the fetching consumers: the reaper's registry (``tag``: a cluster partition's, pipeline.redis.cluster;
+    each fetch key of a partition starts with it, so a partition's fetch state lives on its slot)."""
+    return f"{tag}{PREFIX}:fetch:consumers"
 
 
 # A consumer's fetch keys are its prefix, fetch_prefix() + consumer, and one of these suffixes.
 FETCH_ALIVE, FETCH_PROCESSING, FETCH_SOURCES, FETCH_TAGS = ":alive", ":processing:", ":sources", ":tags"
 
 
-def fetch_alive(consumer):
+def fetch_alive(consumer, tag=""):
     """A consumer's heartbeat: present (with a TTL of fetch_dead_after_s) while the consumer is alive."""
-    return f"{fetch_prefix()}{consumer}{FETCH_ALIVE}"
+    return f"{fetch_prefix(tag)}{consumer}{FETCH_ALIVE}"
 
 
-def fetch_reaper_lock():
+def fetch_reaper_lock(tag=""):
     """Held while one reaper scans the registry, so the consumers take turns rather than all scan at once."""
-    return f"{PREFIX}:fetch:reaper"
+    return f"{tag}{PREFIX}:fetch:reaper"
 
 
-def fetch_prefix():
+def fetch_prefix(tag=""):
     """Prefix of a consumer's fetch keys (the reaper is handed each key whole: pipeline.broker.reaper)."""
-    return f"{PREFIX}:fetch:"
+    return f"{tag}{PREFIX}:fetch:"
 
 
-def fetch_processing(consumer, source):
+def fetch_processing(consumer, source, tag=""):
     """A consumer's processing list for one source list: messages moved out of the queue, not yet recorded."""
-    return f"{fetch_prefix()}{consumer}{FETCH_PROCESSING}{source}"
+    return f"{fetch_prefix(tag)}{consumer}{FETCH_PROCESSING}{source}"
 
 
-def fetch_sources(consumer):
+def fetch_sources(consumer, tag=""):
     """Set of the source lists a consumer fetches from (so a reaper finds its processing lists)."""
-    return f"{fetch_prefix()}{consumer}{FETCH_SOURCES}"
+    return f"{fetch_prefix(tag)}{consumer}{FETCH_SOURCES}"
 
 
-def fetch_tags(consumer):
+def fetch_tags(consumer, tag=""):
     """Set of the delivery tags a consumer holds in kombu's unacked hash (so a reaper restores them at once)."""
-    return f"{fetch_prefix()}{consumer}{FETCH_TAGS}"
+    return f"{fetch_prefix(tag)}{consumer}{FETCH_TAGS}"
 
 
 def bench(*parts):

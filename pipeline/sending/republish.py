@@ -10,8 +10,7 @@ import json
 import time
 
 from pipeline.broker.message import send_message
-from pipeline.conf import queue_lists, sluice_settings
-from pipeline.connections import class_redis, script
+from pipeline.connections import route, script
 from pipeline.errors import QueueCeilingReached
 
 
@@ -20,7 +19,8 @@ def republish(klass, task_id, kwargs, *, published_at, retries, countdown=0):
 
     A retry skips admission (its event was admitted once), but never the hard ceiling.
     """
-    queue = sluice_settings().queues[klass]
+    found = route(klass)  # on a Redis Cluster, the partition whose message this is
+    queue = found.queue
     message = send_message(
         klass,
         task_id,
@@ -32,8 +32,6 @@ def republish(klass, task_id, kwargs, *, published_at, retries, countdown=0):
         retries=retries,
         eta=time.time() + countdown if countdown > 0 else None,
     )
-    depth = script("push_capped", on=class_redis(klass))(
-        keys=[queue.name, *queue_lists(queue.name)], args=[queue.ceiling, message]
-    )
+    depth = script("push_capped", on=found.client)(keys=[queue.name, *found.lists], args=[queue.ceiling, message])
     if depth < 0:
         raise QueueCeilingReached(f"queue {queue.name!r} is at its hard ceiling of {queue.ceiling} messages")

@@ -15,6 +15,7 @@ from pipeline.broker import batch_fetch
 from pipeline.broker.message import CHANNELS_HEADER, read_send_message
 from pipeline.broker.publish_stamp import PUBLISHED_AT
 from pipeline.conf import sluice_settings
+from pipeline.connections import in_partition, route
 from pipeline.sending import endings
 
 from .engine import Batch, Item
@@ -37,11 +38,13 @@ def run(delivery, task, kwargs):
     attempt = endings.Attempt(
         task.name, task.request.id, kwargs, task.request.retries or 0, getattr(task.request, PUBLISHED_AT, None)
     )
-    try:
-        size = sluice_settings().queues[attempt.klass].batch
-        ending = send_batch(delivery, attempt, size) if size > 1 else Batch(delivery, [Item(attempt)]).run()
-    except Exception as exc:  # noqa: BLE001 - anything unexpected is retried
-        ending = endings.unexpected(attempt, exc)
+    # On a Redis Cluster everything this send writes (its claim, mark, counters, log) goes to its queue's partition.
+    with in_partition((task.request.delivery_info or {}).get("routing_key")):
+        try:
+            size = sluice_settings().queues[attempt.klass].batch
+            ending = send_batch(delivery, attempt, size) if size > 1 else Batch(delivery, [Item(attempt)]).run()
+        except Exception as exc:  # noqa: BLE001 - anything unexpected is retried
+            ending = endings.unexpected(attempt, exc)
     answer(ending)
 
 
@@ -59,7 +62,7 @@ def send_batch(delivery, attempt, size):
     """Send the task's own message together with up to ``size - 1`` more of its queue, taken through the reliable
     fetch; ack or give back each taken message. Return the task's own message's Ending."""
     consumer = batch_fetch.consumer()
-    queue = sluice_settings().queues[attempt.klass]
+    queue = route(attempt.klass).queue  # on a Redis Cluster, the partition whose message this task has
     size = min(size, 1 + batch_fetch.share_of_margin(queue, attempt.klass))
 
     def take():

@@ -31,7 +31,7 @@ def test_parse(url, expected):
 @pytest.mark.parametrize(
     ("url", "problem"),
     [
-        ("http://h", "must be a redis://, rediss://, unix:// or sentinel:// URL"),
+        ("http://h", "must be a redis://, rediss://, unix://, sentinel://, redis+cluster:// or rediss+cluster:// URL"),
         ("h:6379", "must be a redis://"),
         ("redis://h/x", "database number that is not a number"),
         ("redis://h:port", "not a valid URL"),
