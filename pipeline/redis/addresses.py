@@ -296,11 +296,14 @@ def celery_broker(url):
     return found
 
 
-def acl_rules(queue_names, db=0):
+def acl_rules(queue_names, db=0, cluster=False):
     """The rules of a Redis ACL user for Sluice, after ``user <name> on >password``: its keys (Sluice's, kombu's,
     the queues ``queue_names`` and their priority lists), the pub/sub channels of Celery's events and broadcast
-    commands in database ``db``, and only ACL_COMMANDS."""
+    commands in database ``db``, and only ACL_COMMANDS. On a Redis Cluster (``cluster``), also every key of each
+    class's partitions (they start with the partition's hash tag, "{<queue>.") and kombu's exchange tables."""
     keys = [f"~{PREFIX}:*", "~_kombu.*", "~unacked*", "~*.reply.celery.pidbox", *(f"~{name}*" for name in queue_names)]
+    if cluster:
+        keys += ["~{sluice.bindings}*", *(f"~{{{name}.*" for name in queue_names)]
     channels = [f"&/{db}.celery.pidbox", f"&/{db}.celeryev/*"]
     return " ".join([*keys, "resetchannels", *channels, "-@all", *(f"+{command}" for command in ACL_COMMANDS)])
 

@@ -53,6 +53,20 @@ def flower_classes(url):
     return first
 
 
+def critical_on(url):
+    """Put this process's critical class on the Redis at ``url`` (what REDIS_URL_CRITICAL does at start)."""
+    from django.conf import settings
+
+    from pipeline.conf import sluice_settings
+    from pipeline.connections import reset
+
+    queues = dict(settings.SLUICE_QUEUES)
+    queues["critical"] = {**queues.get("critical", {}), "redis_url": url}
+    settings.SLUICE_QUEUES = queues
+    sluice_settings.cache_clear()
+    reset()
+
+
 class Command(BaseCommand):
     help = "Run the whole stack locally, replay a scaled incident, deliver one of each kind; stay up until Ctrl-C."
 
@@ -60,12 +74,18 @@ class Command(BaseCommand):
         parser.add_argument("--exit", action="store_true", help="stop everything once the tour is done")
         parser.add_argument("--scale", type=float, default=0.1, help="size of the incident replay (0 to skip it)")
         parser.add_argument("--timeout", type=float, default=60, help="seconds to wait for the deliveries")
+        parser.add_argument(
+            "--cluster",
+            action="store_true",
+            help="put the critical class on a Redis Cluster of 3 primaries and 3 replicas started on loopback",
+        )
 
-    def handle(self, exit, scale, timeout, **options):
+    def handle(self, exit, scale, timeout, cluster, **options):
         started = []
         os.environ["SLUICE_LOG_DIR"] = os.path.abspath(LOG_DIR)
         try:
             url = self._redis(started)
+            cluster_url = self._cluster(started) if cluster else None
             call_command("migrate", interactive=False, verbosity=0)
             self.stdout.write("database migrated")
             password = secrets.token_urlsafe(9)
@@ -74,6 +94,8 @@ class Command(BaseCommand):
             urls = self._services(url, password, started)
             if scale > 0:
                 self._replay(url, scale)
+            if cluster_url:
+                critical_on(cluster_url)  # after the replay, which ran on one Redis
             workers = self._pools(url, started)
             self._send_one_of_each()
             self._show_deliveries(workers, timeout)
@@ -105,6 +127,19 @@ class Command(BaseCommand):
         os.environ["REDIS_URL"] = url
         use_redis(url)
         return url
+
+    def _cluster(self, started):
+        """A Redis Cluster for the critical class; every process the demo starts reads it from REDIS_URL_CRITICAL."""
+        from sluice_tools.redis_cluster import RedisCluster, cluster_support
+
+        reason = cluster_support()
+        if reason:
+            raise CommandError(f"--cluster needs redis-server and redis-cli: {reason}")
+        found = RedisCluster().start()
+        started.append(found)
+        os.environ["REDIS_URL_CRITICAL"] = found.url
+        self.stdout.write(f"started a Redis Cluster of 3 primaries and 3 replicas at {found.url}: critical's")
+        return found.url
 
     def _admin_user(self, password):
         User = get_user_model()
