@@ -23,7 +23,7 @@ from pipeline.broker.depth import depth
 from pipeline.broker.message import event_kwargs_json, send_message
 from pipeline.celery import task
 from pipeline.conf import CLASSES, queue_lists, sluice_settings
-from pipeline.connections import class_redis, fold_store_classes, folds_elsewhere, get_redis
+from pipeline.connections import class_redis, client_of, fold_store_classes, folds_elsewhere, get_redis, route
 from pipeline.errors import NotReplicated
 from pipeline.redis import keys
 
@@ -203,13 +203,15 @@ def _publish(flush_id, members, full, client, classes):
             if klass in full:
                 _unclaim(flush_id, step.members, client)
                 continue
-            published += _publish_step(flush_id, step, klass, queue, full, client, handed_to)
+            published += _publish_step(flush_id, step, group, queue, full, client, handed_to)
     fold_store.release(flush_id, client, handed_to.values())
     return published
 
 
-def _publish_step(flush_id, step, klass, queue, full, client, handed_to):
-    """Publish one step's messages with the release of its keys; return how many messages went out."""
+def _publish_step(flush_id, step, group, queue, full, client, handed_to):
+    """Publish one step's messages (of ``group``'s user) with the release of its keys; return how many messages went
+    out. On a Redis Cluster they go to the user's partition, within its share of the class's capacity."""
+    klass = group.klass
     events = sum(o.events for o in step.outgoing)
     counters = (
         metrics.digest_published_field(klass),
@@ -219,9 +221,12 @@ def _publish_step(flush_id, step, klass, queue, full, client, handed_to):
     )
     messages = [o.message for o in step.outgoing]
     if folds_elsewhere(klass):
-        target = handed_to.setdefault(klass, class_redis(klass))
+        found = route(klass, group.user_id)
+        target = handed_to.setdefault((klass, found.queue.tag), found.client)
         try:
-            code = user_claims.publish_group_elsewhere(flush_id, step, queue, messages, counters, client, target, klass)
+            code = user_claims.publish_group_elsewhere(
+                flush_id, step, found.queue, messages, counters, client, target, klass
+            )
         except NotReplicated as exc:
             # Out on the class's primary, unconfirmed: its claims stay, as below, until the replicas catch up or a
             # takeover finds the handover mark (or, after a failover that lost it, publishes the step again).
@@ -294,11 +299,12 @@ def drain_overflows():
     queues = sluice_settings().queues
     moved = 0
     for klass in CLASSES:
-        queue = queues[klass]
-        client = class_redis(klass)
-        with _each_store(client):
-            moved += script("drain_overflow", on=client)(
-                keys=[keys.overflow(klass), queue.name, *queue_lists(queue.name)[1:]],
-                args=[queue.capacity, DRAIN_LIMIT],
-            )
+        # On a Redis Cluster each partition keeps the overflow of its own users, within its own share.
+        for queue in queues[klass].every_partition:
+            client = client_of(queue)
+            with _each_store(client):
+                moved += script("drain_overflow", on=client)(
+                    keys=[keys.overflow(klass), queue.name, *queue_lists(queue.name)[1:]],
+                    args=[queue.capacity, DRAIN_LIMIT],
+                )
     return moved

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pipeline.broker import marks
 from pipeline.broker.message import send_message
 from pipeline.conf import CLASSES, queue_lists, sluice_settings
-from pipeline.connections import class_redis, classes_by_redis, script
+from pipeline.connections import class_redis, classes_by_redis, route, script
 from pipeline.metrics import DEAD_LETTER_REASONS as REASONS
 from pipeline.metrics import DEAD_LETTERS_DROPPED, DEAD_LETTERS_REPLAYED, dead_letter_field
 from pipeline.redis import keys
@@ -73,13 +73,14 @@ def add(task, klass, kwargs, reason, error, attempts, channels=None):
         channels=sorted(channels) if channels else None,
         kwargs=kwargs,
     )
-    script("dead_letter", on=_home(klass))(
+    home, kept = _home(klass, kwargs.get("user_id"))
+    script("dead_letter", on=home)(
         keys=[keys.dead_letters(), keys.dead_letter_entries(), keys.counters()],
         args=[
             entry_id,
             letter.as_json(),
             letter.at,
-            sluice_settings().dead_letters_max,
+            kept,
             dead_letter_field(klass, reason),
             DEAD_LETTERS_DROPPED,
         ],
@@ -92,9 +93,17 @@ def size(client=None):
     return sum(each.zcard(keys.dead_letters()) for each, _classes in classes_by_redis(client))
 
 
-def _home(klass):
-    """The Redis a class's dead letters are kept on: its class's (an unknown class: background's)."""
-    return class_redis(klass if klass in CLASSES else "background")
+def _home(klass, user_id=None):
+    """(the Redis a class's dead letters are kept on, how many it keeps): its class's (an unknown class:
+    background's) and SLUICE_DEAD_LETTERS_MAX; on a Redis Cluster, the user's partition (where the user's messages
+    are), which keeps its share of the bound."""
+    conf = sluice_settings()
+    klass = klass if klass in CLASSES else "background"
+    queue = conf.queues[klass]
+    kept = conf.dead_letters_max
+    if queue.clustered:
+        kept = max(1, -(-kept // queue.partitions))
+    return class_redis(klass, user_id), kept
 
 
 def entries(reason=None, kind=None, klass=None, older_than_s=None, ids=None, limit=None, client=None):
@@ -141,7 +150,8 @@ def replay(letter):
     went out before are not in the message.
     """
     conf = sluice_settings()
-    queue = conf.queues.get(letter.klass) or conf.queues["background"]
+    # Its user's partition on a Redis Cluster, with that partition's share of the class's capacity.
+    queue = route(letter.klass if letter.klass in conf.queues else "background", letter.kwargs.get("user_id")).queue
     kind = conf.kinds.get(letter.kind)
     channels = letter.channels or (list(kind.channels) if kind else [])
     kwargs = {**letter.kwargs, "channels": letter.channels} if letter.channels else dict(letter.kwargs)
@@ -160,7 +170,7 @@ def replay(letter):
         buckets = marks.candidates(mark)
         sent += [keys.sent(letter.notification_id, channel), *buckets]
         fields += ["", *[mark] * len(buckets)]
-    return script("replay_dead_letter", on=_home(letter.klass))(
+    return script("replay_dead_letter", on=_home(letter.klass, letter.kwargs.get("user_id"))[0])(
         keys=[
             keys.dead_letters(),
             keys.dead_letter_entries(),
@@ -177,9 +187,10 @@ def discard(letters):
     removed = 0
     homes = {}
     for letter in letters:
-        homes.setdefault(letter.klass if letter.klass in CLASSES else "background", []).append(letter.id)
-    for klass, ids in homes.items():
-        pipe = _home(klass).pipeline(transaction=True)
+        home = _home(letter.klass, letter.kwargs.get("user_id"))[0]
+        homes.setdefault(id(home), (home, []))[1].append(letter.id)
+    for home, ids in homes.values():
+        pipe = home.pipeline(transaction=True)
         pipe.zrem(keys.dead_letters(), *ids)
         pipe.hdel(keys.dead_letter_entries(), *ids)
         removed += pipe.execute()[0]
