@@ -92,6 +92,10 @@ class PartitionChannel(transport.Channel):
         super().__init__(connection)
         for name in ("unacked_key", "unacked_index_key", "unacked_mutex_key"):
             setattr(self, name, tag + getattr(parent, name))
+        if not all(queue.startswith(tag) for queue in queues):
+            # A queue outside the partitions (a reply queue): its priority sub-lists would each be in a slot of
+            # their own, and nothing Sluice or Celery sends there has a priority.
+            self.priority_steps = [0]
         self._active_queues = list(queues)
         self._update_queue_cycle()
 
@@ -255,10 +259,11 @@ class ClusterTransport(transport.Transport):
 
 
 def partition_tag_of(queue):
-    """The hash tag a partition's queue name starts with."""
-    if not queue.startswith("{") or "}" not in queue:
-        raise ValueError(f"queue {queue!r} is not a partition's: a class on a Redis Cluster consumes its partitions")
-    return queue[: queue.index("}") + 1]
+    """The hash tag a partition's queue name starts with; for any other queue (a reply queue of `celery inspect`),
+    the queue's whole name as a tag: its keys then share the queue's own slot."""
+    if queue.startswith("{") and "}" in queue:
+        return queue[: queue.index("}") + 1]
+    return "{" + queue + "}"
 
 
 def cluster_url(seeds):
