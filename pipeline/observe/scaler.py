@@ -14,8 +14,7 @@ from urllib.parse import parse_qs
 
 from pipeline.broker.depth import depth, queue_redis
 from pipeline.conf import sluice_settings
-from pipeline.observe.latency import oldest_ages
-from pipeline.observe.window import RETAIN_S, class_of, window
+from pipeline.observe.window import RETAIN_S, class_of, queue_age, window
 from pipeline.redis import keys
 
 # Without ?within= and ?span=: the chart's default look-ahead, and one second (what critical reserves by).
@@ -95,19 +94,20 @@ def scaler_payload(queue, window_s, floor_window_s=None, query=""):
         return None
     settings = sluice_settings()
     within, span = parse_query(query, settings.schedule.staged_s)
-    client = queue_redis(queue)
+    client = queue_redis(queue)  # on a Redis Cluster, the class's first partition: the scheduled sends' index
     now = time.time()
     floor_window_s = floor_window_s or window_s
-    stats = window(queue, window_s, now, client)
-    floor = stats if floor_window_s == window_s else window(queue, floor_window_s, now, client)
-    age = oldest_ages(client, [queue], now)[queue]
+    # Each read across every partition of a class on a Redis Cluster: the worst latency, the summed busy slots.
+    stats = window(queue, window_s, now)
+    floor = stats if floor_window_s == window_s else window(queue, floor_window_s, now)
+    age = queue_age(queue, now)[0]
     drain = stats.drain_time_s
     due, peak = scheduled_ahead(klass, within, span, now, client)
     per_message = floor.send_seconds_per_message
     if not per_message and due:
         # Nothing sent over the floor window: the send time of every sample kept (an hour at least). A pool that
         # sent nothing in that long has none, and reads no scheduled slots: its latency still scales it.
-        per_message = window(queue, max(RETAIN_S, floor_window_s), now, client).send_seconds_per_message
+        per_message = window(queue, max(RETAIN_S, floor_window_s), now).send_seconds_per_message
     scheduled_slots = peak * per_message
     return {
         "queue": queue,
@@ -115,7 +115,7 @@ def scaler_payload(queue, window_s, floor_window_s=None, query=""):
         "latency_seconds": round(age, 3),
         "latency_window_avg_seconds": round(stats.latency_avg_s, 3),
         "latency_window_max_seconds": round(max(stats.latency_max_s, age), 3),
-        "depth": depth(klass, client),
+        "depth": depth(klass),
         "capacity": settings.queues[klass].capacity,
         # JSON has no infinity; a queue that is not draining at all reports a day.
         "drain_time_seconds": round(drain, 3) if math.isfinite(drain) else 86400.0,

@@ -14,6 +14,7 @@ from notifications import Outcome, notify
 from pipeline.conf import sluice_settings
 from pipeline.connections import get_redis, reset
 from pipeline.observe.exporter import SluiceCollector
+from pipeline.observe.scaler import scaler_payload
 from pipeline.observe.window import sample
 from sluice_tools.bench.provider import SENT_KEY
 from sluice_tools.processes import WorkerProcess
@@ -85,6 +86,8 @@ def test_a_routine_flood_folds_per_partition_and_each_digest_goes_out_once(routi
     assert found["sluice_queue_depth", (("queue", "routine"),)] == CAPACITY
     parts = [found["sluice_partition_depth", (("partition", str(i)), ("queue", "routine"))] for i in range(PARTITIONS)]
     assert parts == [p.capacity for p in whole.every_partition]
+    # KEDA's metrics-api reads the class across its partitions too.
+    assert scaler_payload("routine", 60)["depth"] == CAPACITY
 
     env = {name: json.dumps(value) for name, value in configured(routine_on_cluster.url, redis_server.url).items()}
     worker = WorkerProcess("routine", redis_server.url, CHANNELS, env=env).start()
