@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from pipeline.broker.depth import snapshot
 from pipeline.conf import CLASSES, sluice_settings
+from pipeline.connections import partition_clients
 from pipeline.observe.capacity_model import assess, rates_from_samples
 from pipeline.observe.window import points
 
@@ -43,7 +44,7 @@ class Command(BaseCommand):
         results = []
         for klass in CLASSES:
             queue = conf.queues[klass].name
-            arrival, mu = rates_from_samples(points(queue, window))
+            arrival, mu = class_rates(queue, window)
             results.append(
                 assess(
                     queue,
@@ -80,11 +81,31 @@ class Command(BaseCommand):
         return counts
 
 
+def class_rates(queue, window):
+    """λ and μ of a class's queue over ``window`` seconds; for a class on a Redis Cluster, λ summed over its
+    partitions and μ from their summed sends and send time."""
+    parts = partition_clients(queue)
+    if not parts:
+        return rates_from_samples(points(queue, window))
+    arrival, done, busy = 0.0, 0.0, 0.0
+    for _index, client in parts:
+        samples = points(queue, window, client=client)
+        if len(samples) < 2:
+            continue
+        first, last = samples[0], samples[-1]
+        part_arrival, _mu = rates_from_samples(samples)
+        arrival += part_arrival
+        done += last["done"] - first["done"]
+        busy += last.get("send_s", 0) - first.get("send_s", 0)
+    return arrival, (done / busy if busy > 0 and done > 0 else None)
+
+
 def running_workers(timeout=1.0):
-    """Worker slots consuming each class's queue, asked of the live workers over the broker."""
+    """Worker slots consuming each class's queue (a worker consumes every partition of a class on a Redis Cluster:
+    its slots count once), asked of the live workers over the broker."""
     from pipeline.celery import app
 
-    queues = {q.name: k for k, q in sluice_settings().queues.items()}
+    queues = {name: k for k, q in sluice_settings().queues.items() for name in q.queue_names[:1]}
     inspect = app.control.inspect(timeout=timeout)
     active, stats = inspect.active_queues() or {}, inspect.stats() or {}
     counts = {}
