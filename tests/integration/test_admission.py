@@ -137,4 +137,10 @@ def test_celery_publishes_still_work_below_the_ceiling(redis_client):
 def test_snapshot_counts_priority_sub_lists(redis_client):
     redis_client.lpush("routine", "a")
     redis_client.lpush(keys.priority_lists("routine")[2], "b", "c")
-    assert snapshot()["routine"] == {"queue": "routine", "capacity": 2048, "ceiling": 4096, "depth": 3, "partitions": []}
+    assert snapshot()["routine"] == {
+        "queue": "routine",
+        "capacity": 2048,
+        "ceiling": 4096,
+        "depth": 3,
+        "partitions": [],
+    }

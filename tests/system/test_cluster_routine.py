@@ -1,11 +1,14 @@
-"""Routine on a real Redis Cluster, its folds on the digest's own Redis: a flood folds per partition, the flush sends one
-digest per user into the partitions, a worker sends each once; the exporter reads every partition."""
+"""Routine on a real Redis Cluster, its folds on the digest's own Redis: a flood folds per partition, the flush sends
+one digest per user into their partitions, a worker sends each once; the exporter, KEDA's API and capacity read every
+partition."""
 
 import json
 from collections import Counter
+from io import StringIO
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from prometheus_client.core import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 
@@ -88,6 +91,10 @@ def test_a_routine_flood_folds_per_partition_and_each_digest_goes_out_once(routi
     assert parts == [p.capacity for p in whole.every_partition]
     # KEDA's metrics-api reads the class across its partitions too.
     assert scaler_payload("routine", 60)["depth"] == CAPACITY
+    out = StringIO()
+    workers = ["--workers", "critical=1", "--workers", "routine=1", "--workers", "background=1"]
+    call_command("capacity", "--json", *workers, stdout=out)
+    assert {r["queue"]: r["depth"] for r in json.loads(out.getvalue())}["routine"] == CAPACITY
 
     env = {name: json.dumps(value) for name, value in configured(routine_on_cluster.url, redis_server.url).items()}
     worker = WorkerProcess("routine", redis_server.url, CHANNELS, env=env).start()
