@@ -87,8 +87,9 @@ def measure(cluster, calls, rounds, progress, replicas=1):
     every_user = [get_user_model()(pk=n) for n in range(1, USERS + 1)]
     plain = get_redis()
     primaries = [node.admin() for node in cluster.primaries()]
-    # Room for every call of a round in every partition: the accepted path, the one a request takes normally.
-    capacity = calls * 2
+    # Room for every call of a round in any one partition (the control's users fill a third of them): the accepted
+    # path, the one a request takes normally.
+    capacity = calls * PARTITIONS
     settings_of = {
         "one_redis": {klass: {"capacity": capacity} for klass in CLASSES},
         "cluster": cluster_queues(cluster.url, capacity),
