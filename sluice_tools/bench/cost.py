@@ -62,6 +62,11 @@ def drained(client, klass):
 class Run:
     """One bench cost run against one Redis: produce, hold, drain and measure."""
 
+    #: How often a drain is checked for its end.
+    poll_s = 0.005
+    #: The workers' channels.
+    channels = CHANNELS
+
     def __init__(self, redis_url, events, rounds, stdout):
         self.url, self.events, self.rounds, self.out = redis_url, events, rounds, stdout
         self.client = get_redis()
@@ -73,25 +78,52 @@ class Run:
 
     def produce(self, klass, count, per_key=1, expect=Outcome.ACCEPTED):
         """notify() ``count`` times; measured on the producer's side. Returns the per-event figures."""
-        before = Snapshot(self.client, {"producer": os.getpid()})
+        before = self.snapshot({"producer": os.getpid()})
         outcomes = {}
         self.serial += 1
         for i in range(count):
             # Fold keys spread over USERS users: one user's keys are bounded (coarser grains past the bound).
             key = i // per_key
-            user = self.users[key % USERS]
+            user = self.users[key % len(self.users)]
             outcome = notify(user, f"cost.{klass}", entity_id=f"e{self.serial}-{key}", payload=PAYLOAD)
             outcomes[outcome.value] = outcomes.get(outcome.value, 0) + 1
-        delta = before.until(Snapshot(self.client, {"producer": os.getpid()}))
+        delta = before.until(self.snapshot({"producer": os.getpid()}))
         if outcomes != {expect.value: count}:
             raise RuntimeError(f"expected {count} {expect.value}, got {outcomes}")
-        return per_event(delta, count)
+        return self.per_event(delta, count)
 
     def noop_batch(self, klass, count):
         before = Snapshot(self.client, {"producer": os.getpid()})
         for _ in range(count):
             noop.apply_async(queue=queue_for_class(klass))
         return per_event(before.until(Snapshot(self.client, {"producer": os.getpid()})), count)
+
+    # What a subclass measuring several Redis (bench cluster) replaces: the counters, the figures of a stretch less
+    # the idle worker's, and where the class's queue and the worker's heartbeats are.
+    def snapshot(self, pids):
+        return Snapshot(self.client, pids)
+
+    def per_event(self, delta, events):
+        return per_event(delta, events)
+
+    def minus_idle(self, delta, idle):
+        return minus_idle(delta, idle)
+
+    def hold(self, klass, tag):
+        hold(self.client, klass, tag)
+
+    def release(self, klass, tag):
+        release(self.client, klass, tag)
+
+    def drained(self, klass):
+        return drained(self.client, klass)
+
+    def forget_heartbeats(self):
+        for stale in self.client.keys(keys.fetch_alive("*")):
+            self.client.delete(stale)  # a stopped worker's heartbeat, not this one's
+
+    def heartbeating(self):
+        return bool(self.client.keys(keys.fetch_alive("*")))
 
     def worker_env(self):
         """The environment a worker of this run starts with."""
@@ -102,14 +134,13 @@ class Run:
         # WARNING, as in production: INFO logs two lines a task, a cost of its own. It also hides " ready.", so
         # the worker is up once its consumer has said it is alive.
         process = WorkerProcess(
-            klass, self.url, CHANNELS, extra=["-I", "sluice_tools.bench.noop"], env=env, loglevel="WARNING"
+            klass, self.url, self.channels, extra=["-I", "sluice_tools.bench.noop"], env=env, loglevel="WARNING"
         )
         process.ready_text = None
-        for stale in self.client.keys(keys.fetch_alive("*")):
-            self.client.delete(stale)  # a stopped worker's heartbeat, not this one's
+        self.forget_heartbeats()
         process.start()
         deadline = time.monotonic() + 60
-        while not self.client.keys(keys.fetch_alive("*")):
+        while not self.heartbeating():
             if process.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the {klass} worker did not start: {process.output()[-2000:]}")
             time.sleep(0.1)
@@ -120,27 +151,27 @@ class Run:
         measure its drain. Returns {tag: per-event figures + throughput}."""
         pids = {"worker": worker.process.pid}
         time.sleep(1.0)
-        start = Snapshot(self.client, pids)
+        start = self.snapshot(pids)
         time.sleep(IDLE_S)
-        idle = start.until(Snapshot(self.client, pids))
+        idle = start.until(self.snapshot(pids))
         results = {}
         for tag, events in batches:
-            before = Snapshot(self.client, pids)
-            release(self.client, klass, tag)
+            before = self.snapshot(pids)
+            self.release(klass, tag)
             deadline = time.monotonic() + 300
-            while not drained(self.client, klass):
+            while not self.drained(klass):
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{tag} did not drain in 300 s: {worker.output()[-2000:]}")
-                time.sleep(0.005)
-            delta = minus_idle(before.until(Snapshot(self.client, pids)), idle)
-            results[tag] = {**per_event(delta, events), "per_s": round(events / delta["seconds"], 1)}
+                time.sleep(self.poll_s)
+            delta = self.minus_idle(before.until(self.snapshot(pids)), idle)
+            results[tag] = {**self.per_event(delta, events), "per_s": round(events / delta["seconds"], 1)}
         return results
 
     def accepted(self, klass):
         """Critical or background: accepted events, produced, then drained by the class's worker."""
         with override_settings(SLUICE_QUEUES=self.queues(self.events * 4)):
             producer = self.produce(klass, self.events)
-        hold(self.client, klass, "accepted")
+        self.hold(klass, "accepted")
         worker = self.worker(klass)
         try:
             drained_ = self.drain(klass, [("accepted", self.events)], worker)["accepted"]

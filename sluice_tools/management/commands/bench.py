@@ -11,7 +11,7 @@ from sluice_tools.bench.common import bench_redis, write_json
 class Command(BaseCommand):
     help = (
         "Run a benchmark: admission, gate, incident, schedule, soak, kills, folds, providers, batches, preferences, "
-        "inbox, topic."
+        "inbox, topic, cluster."
     )
 
     def add_arguments(self, parser):
@@ -58,6 +58,14 @@ class Command(BaseCommand):
             "--durability",
             action="store_true",
             help='durability "replicated" (WAIT for a replica) against "async", on a primary with one replica',
+        )
+        admission.add_argument(
+            "--cluster",
+            action="store_true",
+            help="a critical notify() on one Redis against on a Redis Cluster of 3 primaries: round trips, cost ratio",
+        )
+        admission.add_argument(
+            "--cluster-replicas", type=int, default=1, help="replicas of each primary of the cluster (with --cluster)"
         )
         flood = sub.add_parser("gate", help="critical SMS latency under a background flood, gate on and off")
         flood.add_argument("--seconds", type=float, default=20)
@@ -122,6 +130,16 @@ class Command(BaseCommand):
             "--activity",
             action="store_true",
             help="instead: a worker's send with the activity log on against off, critical and routine",
+        )
+        on_cluster = sub.add_parser(
+            "cluster",
+            help="critical through real workers on a Redis Cluster of 3 primaries vs one Redis: each primary's share",
+        )
+        on_cluster.add_argument("--events", type=int, default=2000, help="critical notifications in each round")
+        on_cluster.add_argument("--rounds", type=int, default=3, help="rounds of each placement, alternating")
+        on_cluster.add_argument("--cluster-replicas", type=int, default=1, help="replicas of each primary")
+        on_cluster.add_argument(
+            "--ungated", action="store_true", help="channels without a gate (a gated send's gate is on one primary)"
         )
         sub.add_parser(
             "preferences", help="one 64 KiB PUT /api/preferences/: Redis commands and time; 16 at once and /healthz"
@@ -195,11 +213,14 @@ class Command(BaseCommand):
         activity=False,
         flood=0,
         flood_users=100_000,
+        cluster=False,
+        cluster_replicas=1,
         **options,
     ):
         from sluice_tools.bench import (
             admission_activity,
             admission_bench,
+            admission_cluster,
             admission_durability,
             admission_fanout,
             admission_folds,
@@ -235,6 +256,18 @@ class Command(BaseCommand):
                 f"notify() with the activity log on runs at {result['on_vs_off_rate']}x its rate with the log off "
                 f"(target >= 0.9); round trips {result['round_trips_per_notify']}; "
                 f"{result['buffer_bytes_per_entry']} bytes an entry in the buffer"
+            )
+            return result
+        if cluster:
+            result = admission_cluster.run(calls, rounds, progress, cluster_replicas)
+            trips, cmds = result["round_trips_per_notify"], result["scripts_per_notify"]
+            self.stdout.write(
+                f"a critical notify() on a Redis Cluster of 3 primaries costs the producer "
+                f"{result['cluster_vs_one_redis_wall']}x the wall time and {result['cluster_vs_one_redis_cpu']}x the "
+                f"CPU of one on one Redis (target <= 1.1); round trips {trips['cluster']} against "
+                f"{trips['one_redis']} (target 1), scripts {cmds['cluster']} against {cmds['one_redis']}; with only "
+                f"one primary's users (one server process): {result['cluster_one_primary_vs_one_redis_wall']}x the "
+                f"wall time, {result['cluster_one_primary_vs_one_redis_cpu']}x the CPU"
             )
             return result
         if durability:
@@ -404,6 +437,30 @@ class Command(BaseCommand):
             raise CommandError("--events must be at least 8, --rounds and each of --producers at least 1")
         result = cost_report.run(redis_url, events, rounds, ceiling_seconds, steps, self.stdout)
         self.stdout.write(cost_report.summary(result))
+        return result
+
+    def bench_cluster(self, redis_url, events, rounds, cluster_replicas, ungated=False, **options):
+        from sluice_tools.bench import cluster_cost
+
+        if events < 12 or rounds < 1:
+            raise CommandError("--events must be at least 12 (one per partition) and --rounds at least 1")
+        result = cluster_cost.run(redis_url, events, rounds, self.stdout, cluster_replicas, not ungated)
+        one, on_cluster = result["one_redis"], result["cluster"]
+        per_core = result["notifications_per_s_per_core"]
+        for port, row in on_cluster["by_shard"].items():
+            self.stdout.write(
+                f"primary {port}: {row['notifications_share']:.1%} of the notifications, {row['commands_share']:.1%} "
+                f"of the commands, {row['redis_cpu_share']:.1%} of the Redis CPU; {row['commands_per_notification']} "
+                f"commands and {row['redis_cpu_us_per_notification']} us a notification it carries"
+            )
+        self.stdout.write(
+            f"per notification end to end: {on_cluster['commands_per_notification']} commands and "
+            f"{on_cluster['redis_cpu_us_per_notification']} us of Redis CPU on the cluster, against "
+            f"{one['commands_per_notification']} and {one['redis_cpu_us_per_notification']} us on one Redis; shares "
+            f"within {result['worst_share_deviation']:.1%} of the notifications' (target 15 %); extrapolated, a shard "
+            f"core carries {per_core['cluster_shard_median']:,}/s (one Redis core {per_core['one_redis']:,}/s), the 3 "
+            f"shards {per_core['cluster_all_shards']:,}/s"
+        )
         return result
 
     def bench_soak(self, redis_url, minutes, rate_multiplier, **options):
