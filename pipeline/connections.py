@@ -153,11 +153,19 @@ def route(klass, user_id=None):
     return built
 
 
+def shared_url():
+    """The URL of the Redis of what every class shares (the channel gates, the providers' breakers): critical's, so a
+    critical send never waits on a Redis that a lower class's flood fills; when critical is on a Redis Cluster,
+    SLUICE_REDIS_URL's (one Redis: a gate is one rate for every partition, and on one slot of the cluster it would
+    make that slot's primary carry every send's gate)."""
+    conf = sluice_settings()
+    critical = conf.queues["critical"]
+    return conf.redis_url if critical.clustered else critical.redis_url
+
+
 def shared_redis():
-    """The Redis of what every class shares (the channel gates, the providers' breakers): critical's, so a
-    critical send never waits on a Redis that a lower class's flood fills; on a Redis Cluster, critical's first
-    partition (one slot), whichever partition's message is being sent."""
-    return client_of(sluice_settings().queues["critical"].every_partition[0])
+    """The client of shared_url()'s Redis."""
+    return _client(shared_url()).redis
 
 
 def distinct(urls):

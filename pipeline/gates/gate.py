@@ -12,7 +12,7 @@ import uuid
 from contextlib import contextmanager
 
 from pipeline.conf import sluice_settings
-from pipeline.connections import same_redis, script, shared_redis
+from pipeline.connections import same_redis, script, shared_redis, shared_url
 from pipeline.redis import keys
 
 # Longer than any send; a worker that dies holding a concurrency slot frees it after this.
@@ -76,12 +76,12 @@ def ask(channel, klass, payload=None, max_wait_s=None):
 
 
 def on_redis_of(klass):
-    """Whether the gates live on ``klass``'s own Redis (pipeline.connections.shared_redis is critical's), so that a send
+    """Whether the gates live on ``klass``'s own Redis (pipeline.connections.shared_url), so that a send
     claim of the class can be taken in the gate's round trip (hold's ``claim``)."""
-    queues = sluice_settings().queues
-    # On a Redis Cluster the gates have one slot of their own (shared_redis), and a send's claim lives on its
-    # partition's slot: two round trips, as for a class on another Redis.
-    return not queues[klass].clustered and same_redis(queues[klass].redis_url, queues["critical"].redis_url)
+    queue = sluice_settings().queues[klass]
+    # A class on a Redis Cluster keeps its send claims in its partitions, never on the gates' Redis: two round trips,
+    # as for a class on another Redis.
+    return not queue.clustered and same_redis(queue.redis_url, shared_url())
 
 
 @contextmanager

@@ -139,7 +139,14 @@ class Command(BaseCommand):
         on_cluster.add_argument("--rounds", type=int, default=3, help="rounds of each placement, alternating")
         on_cluster.add_argument("--cluster-replicas", type=int, default=1, help="replicas of each primary")
         on_cluster.add_argument(
-            "--ungated", action="store_true", help="channels without a gate (a gated send's gate is on one primary)"
+            "--ungated", action="store_true", help="channels without a gate (gates live on SLUICE_REDIS_URL's Redis)"
+        )
+        on_cluster.add_argument(
+            "--pickup",
+            type=int,
+            default=0,
+            metavar="PROBES",
+            help="instead: an idle critical pool's pickup latency, PROBES single events a round, on each placement",
         )
         sub.add_parser(
             "preferences", help="one 64 KiB PUT /api/preferences/: Redis commands and time; 16 at once and /healthz"
@@ -439,8 +446,19 @@ class Command(BaseCommand):
         self.stdout.write(cost_report.summary(result))
         return result
 
-    def bench_cluster(self, redis_url, events, rounds, cluster_replicas, ungated=False, **options):
-        from sluice_tools.bench import cluster_cost
+    def bench_cluster(self, redis_url, events, rounds, cluster_replicas, ungated=False, pickup=0, **options):
+        from sluice_tools.bench import cluster_cost, cluster_pickup
+
+        if pickup:
+            result = cluster_pickup.run(pickup, rounds, lambda done, total: self.stdout.write(f"round {done}/{total}"))
+            one, on_cluster = result["one_redis"], result["cluster"]
+            self.stdout.write(
+                f"an idle critical pool picks a message up in p50 {on_cluster['p50_ms']} ms, p99 "
+                f"{on_cluster['p99_ms']} ms on a Redis Cluster of 3 primaries ({result['partitions']} partitions), "
+                f"against p50 {one['p50_ms']} ms, p99 {one['p99_ms']} ms on one Redis "
+                f"({result['cluster_vs_one_redis_p50']}x, {result['cluster_vs_one_redis_p99']}x)"
+            )
+            return result
 
         if events < 12 or rounds < 1:
             raise CommandError("--events must be at least 12 (one per partition) and --rounds at least 1")
