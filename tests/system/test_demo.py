@@ -45,3 +45,24 @@ def test_demo_delivers_one_of_each_kind_and_exits(redis_server, redis_client, tm
     assert f"DJANGO_DEBUG=1 REDIS_URL={redis_server.url} " in done.stdout
     logs = ROOT / ".demo" / "logs"
     assert any(p.name.startswith("worker-critical-") for p in logs.iterdir())
+
+
+@pytest.mark.timeout(200)
+def test_the_demo_on_a_redis_cluster_puts_critical_there(redis_server, redis_client, tmp_path):
+    from sluice_tools.redis_cluster import cluster_support
+    from tests.conftest import need
+
+    reason = cluster_support()
+    if reason:
+        need(reason)
+    env = {"PATH": "/usr/bin:/bin", "REDIS_URL": redis_server.url, "DATABASE_URL": f"sqlite:///{tmp_path}/demo.db"}
+    env["DJANGO_SECRET_KEY"] = "demo-key-of-this-test-" + "x" * 40
+    done = run_in_own_group([sys.executable, "manage.py", "demo", "--exit", "--scale", "0", "--cluster"], env, 180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "started a Redis Cluster of 3 primaries and 3 replicas" in done.stdout
+    assert "all 11 deliveries shown" in done.stdout
+    assert done.stdout.count("delivered by the critical pool") == 5
+    assert "critical redis+cluster://127.0.0.1:" in done.stdout
+    logs = ROOT / ".demo" / "logs"
+    newest = max((p for p in logs.iterdir() if p.name.startswith("worker-critical-")), key=lambda p: p.stat().st_mtime)
+    assert "ClusterTransport" in newest.read_text()

@@ -85,6 +85,7 @@ class Command(BaseCommand):
         os.environ["SLUICE_LOG_DIR"] = os.path.abspath(LOG_DIR)
         try:
             url = self._redis(started)
+            self.cluster = cluster
             cluster_url = self._cluster(started) if cluster else None
             call_command("migrate", interactive=False, verbosity=0)
             self.stdout.write("database migrated")
@@ -281,6 +282,10 @@ class Command(BaseCommand):
         self.stdout.write(f"  metrics  {urls['metrics']}")
         self.stdout.write(f"  KEDA     {urls['scaler']}")
         self.stdout.write(f"  Redis    {redis_url}")
+        cluster = os.environ.get("REDIS_URL_CRITICAL", "") if self.cluster else ""
+        if cluster:
+            self.stdout.write(f"  critical {cluster}  (a Redis Cluster: 3 primaries, 3 replicas)")
         self.stdout.write(f"  logs     {os.environ['SLUICE_LOG_DIR']}  (every process's log; kept after the stop)")
         self.stdout.write("A shell on this stack (notify() from it reaches these workers):")
-        self.stdout.write(f"  DJANGO_DEBUG=1 REDIS_URL={redis_url} {sys.executable} manage.py shell")
+        prefix = f"REDIS_URL_CRITICAL={cluster} " if cluster else ""
+        self.stdout.write(f"  {prefix}DJANGO_DEBUG=1 REDIS_URL={redis_url} {sys.executable} manage.py shell")
