@@ -18,6 +18,7 @@ from functools import cached_property
 
 import redis
 from kombu.transport.virtual import QoS as VirtualQoS
+from kombu.utils.json import dumps
 from redis import exceptions as redis_errors
 from redis.commands.core import Script
 
@@ -201,6 +202,18 @@ class ClusterChannel(transport.Channel):
         node = self.cluster.get_primaries()[0]
         params = node.redis_connection.connection_pool.connection_kwargs
         return redis.Redis(connection_pool=redis.ConnectionPool(**params)).pubsub()
+
+    def _put_fanout(self, exchange, message, routing_key, **kwargs):
+        # Celery's task events and broadcast commands: a cluster's PUBLISH reaches every node whichever takes it,
+        # so each goes to the next primary in turn rather than all to one (three events a task would make that
+        # primary the busiest of the cluster).
+        kwargs.pop("_publish_batch", None)  # without batches (transport.Channel.supports_batch_publish)
+        primaries = self.cluster.get_primaries()
+        self._published = getattr(self, "_published", 0) + 1
+        client = self.cluster.get_redis_connection(primaries[self._published % len(primaries)])
+        payload = dumps(message)
+        for topic in self._get_publish_topics(exchange, routing_key):
+            client.publish(topic, payload)
 
     def _delete(self, queue, exchange, routing_key, pattern, *args, **kwargs):
         # kombu's chains its pipeline's delete(), which redis-py's cluster pipeline does not return; the cluster
