@@ -15,6 +15,7 @@ lost, and the worker reconnects to the primary the cluster names now; acks and t
 """
 
 from functools import cached_property
+from queue import Empty
 
 import redis
 from kombu.transport.virtual import QoS as VirtualQoS
@@ -25,9 +26,11 @@ from redis.commands.core import Script
 from pipeline.broker import transport
 from pipeline.connections import get_redis, lua_source
 from pipeline.connections import script as engine_scripts
-from pipeline.redis import addresses
+from pipeline.redis import addresses, keys
 from pipeline.redis.cluster import MOVING, SlotClient
 
+#: What Redis answers a client blocked on a key when its node stops being a primary (a shard's failover).
+UNBLOCKED = "UNBLOCKED"
 #: The hash tag of kombu's exchange tables on a cluster.
 BINDINGS_TAG = "{sluice.bindings}"
 
@@ -62,11 +65,18 @@ class ClusterQoS(transport.QoS):
         self._holders[delivery_tag] = holder
 
     def ack(self, delivery_tag):
-        self._holders.pop(delivery_tag).qos.settle(delivery_tag, requeue=False)
-        VirtualQoS.ack(self, delivery_tag)
+        self._settle(delivery_tag, requeue=False)
 
     def reject(self, delivery_tag, requeue=False):
-        self._holders.pop(delivery_tag).qos.settle(delivery_tag, requeue)
+        self._settle(delivery_tag, requeue)
+
+    def _settle(self, delivery_tag, requeue):
+        holder = self._holders.pop(delivery_tag, None)
+        # None: restored already when its connection was lost (restore_unacked), the task ending after that; as on
+        # one Redis, its ack then has nothing left to remove (the copy put back is delivered again, and its send's
+        # marks tell it was sent).
+        if holder is not None:
+            holder.qos.settle(delivery_tag, requeue)
         VirtualQoS.ack(self, delivery_tag)
 
     def restore_unacked(self, client=None):
@@ -130,6 +140,16 @@ class PartitionChannel(transport.Channel):
         # A message goes back to its own partition's queue, never through the exchange (whose bindings live elsewhere).
         return [routing_key if routing_key in self._active_queues else self._active_queues[0]]
 
+    def _deliver_fetched(self, source, raw):
+        if source.rsplit(self.sep, 1)[0] not in self.connection._callbacks:
+            # The class's channel cancelled its consumer before closing this one, whose close reads the fetch still
+            # pending: kombu would find no consumer (and no channel to reject it through), and the fetch would take
+            # the message for handled and drop it from the processing list. It goes back to its queue instead.
+            processing = keys.fetch_processing(self.consumer_id, source, self.key_tag)
+            self.slot.run(lambda client: client.pipeline().lrem(processing, -1, raw).rpush(source, raw).execute())
+            raise Empty()
+        return super()._deliver_fetched(source, raw)
+
     def _brpop_start(self, timeout=None):
         try:
             return super()._brpop_start(timeout)
@@ -141,6 +161,12 @@ class PartitionChannel(transport.Channel):
             return super()._brpop_read(**options)
         except MOVING as moved:
             raise self._moved(moved) from moved
+        except redis_errors.ResponseError as error:
+            # A primary that turns replica (CLUSTER FAILOVER) answers a blocked BLMOVE "UNBLOCKED ... (master ->
+            # replica?)": nothing was moved, the slot is served elsewhere now; any other error is not ours to read.
+            if not str(error).startswith(UNBLOCKED):
+                raise
+            raise self._moved(error) from error
 
     def _moved(self, moved):
         """The slot is served elsewhere now: read the cluster's map again and give the fetch connection up as lost
@@ -236,6 +262,10 @@ class ClusterChannel(transport.Channel):
 
     def _sync_children(self):
         """One PartitionChannel per partition this channel consumes, each fetching that partition's queues."""
+        if self.closed:
+            # A closed channel's partition channels are closed with it (close()); Celery still cancels its consumer
+            # on a closed channel after a lost connection, which must not open new ones on no connection.
+            return
         wanted = {}
         for queue in self._active_queues:
             if queue not in self.active_fanout_queues:
