@@ -1,8 +1,8 @@
 """bench cluster: critical notifications through real workers on a Redis Cluster of 3 primaries against on one Redis.
 
 bench cost's Run (produce, park, drain with a fresh worker, measure), with its counters read on every Redis at once:
-on the cluster, each primary's own (INFO commandstats, INFO cpu) and the bench's Redis (SLUICE_REDIS_URL, which a
-critical notification on the cluster should not need). Rounds alternate between the two placements. Many users, so
+on the cluster, each primary's own (INFO commandstats, INFO cpu) and the bench's Redis (SLUICE_REDIS_URL, which holds
+the channel gates and the providers' breakers when critical is on a cluster: pipeline.connections.shared_url). Rounds alternate between the two placements. Many users, so
 that each partition (CRC-32 of the user id) takes about its share; each primary's share of the notifications is
 counted from its partitions' queues, and its share of the commands and of the CPU is set beside it. What a shard's
 core carries (notifications a second if that core did nothing else) is an extrapolation from its CPU per
@@ -30,7 +30,7 @@ USERS = 3000
 PLAIN = "bench_redis"
 # A drain's end is checked every 50 ms: on a cluster each check reads every partition.
 POLL_S = 0.05
-# The channels without a gate: every send's gate is on one slot (pipeline.connections.shared_redis), on one primary.
+# The channels without a gate: what the cluster's shards carry then is a critical send's own work only.
 UNGATED = {name: {"backend": cost.LOCMEM} for name in cost.CHANNELS}
 
 

@@ -474,7 +474,9 @@ class Command(BaseCommand):
         self.stdout.write(
             f"per notification end to end: {on_cluster['commands_per_notification']} commands and "
             f"{on_cluster['redis_cpu_us_per_notification']} us of Redis CPU on the cluster, against "
-            f"{one['commands_per_notification']} and {one['redis_cpu_us_per_notification']} us on one Redis; shares "
+            f"{one['commands_per_notification']} and {one['redis_cpu_us_per_notification']} us on one Redis (and "
+            f"{on_cluster.get('bench_redis_commands_per_notification', 0)} on SLUICE_REDIS_URL's Redis: the gates and "
+            f"breakers); shares "
             f"within {result['worst_share_deviation']:.1%} of the notifications' (target 15 %); extrapolated, a shard "
             f"core carries {per_core['cluster_shard_median']:,}/s (one Redis core {per_core['one_redis']:,}/s), the 3 "
             f"shards {per_core['cluster_all_shards']:,}/s"
