@@ -2,11 +2,12 @@
 
 bench cost's Run (produce, park, drain with a fresh worker, measure), with its counters read on every Redis at once:
 on the cluster, each primary's own (INFO commandstats, INFO cpu) and the bench's Redis (SLUICE_REDIS_URL, which holds
-the channel gates and the providers' breakers when critical is on a cluster: pipeline.connections.shared_url). Rounds alternate between the two placements. Many users, so
-that each partition (CRC-32 of the user id) takes about its share; each primary's share of the notifications is
-counted from its partitions' queues, and its share of the commands and of the CPU is set beside it. What a shard's
-core carries (notifications a second if that core did nothing else) is an extrapolation from its CPU per
-notification, not a measured throughput: this machine runs the producer, the worker and every node on 2 cores.
+the channel gates and the providers' breakers when critical is on a cluster: pipeline.connections.shared_url). Rounds
+alternate between the two placements. Many users, so that each partition (CRC-32 of the user id) takes about its
+share; each primary's share of the notifications is counted from its partitions' queues, and its share of the commands
+and of the CPU is set beside it. What a shard's core carries (notifications a second if that core did nothing else) is
+an extrapolation from its CPU per notification, not a measured throughput: this machine runs the producer, the worker
+and every node on 2 cores.
 """
 
 import json
