@@ -18,6 +18,7 @@ from sluice_tools.processes import WorkerProcess
 from sluice_tools.redis_cluster import RedisCluster, cluster_support
 from tests.conftest import need
 from tests.integration.test_per_class_redis import CHANNELS, KINDS
+from tests.waiting import POLL_S, wait_for
 
 CRITICAL = "meeting.reminder"
 ROUTINE = "task.assigned"
@@ -123,6 +124,17 @@ def sent(plain_url):
     return [json.loads(raw) for raw in get_redis(plain_url).lrange(SENT_KEY, 0, -1)]
 
 
+def sent_once_settled(producer, plain_url, timeout=15):
+    """The recorded sends, once every accepted event is among them or ``timeout`` passed (a send that just ended
+    records a moment later; what never comes is the books' to count as lost)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        records = sent(plain_url)
+        if set(producer.accepted()) <= {r["entity_id"] for r in records} or time.monotonic() > deadline:
+            return records
+        time.sleep(POLL_S)
+
+
 class Producer(threading.Thread):
     """notify() of one new critical event after another, for users ``1..users`` in turn (so every partition gets its
     share), at about ``rate`` a second; each call's outcome is kept with its entity id and when it returned."""
@@ -153,8 +165,14 @@ class Producer(threading.Thread):
     def accepted(self):
         return [entity for entity, outcome, _ in self.calls if outcome == Outcome.ACCEPTED]
 
-    def outcomes(self):
-        return Counter(outcome for _, outcome, _ in self.calls)
+    def wait_calls(self, more, timeout=60):
+        """Wait until this producer has made ``more`` calls beyond those made so far: traffic flowing, not a time."""
+        target = len(self.calls) + more
+        wait_for(lambda: len(self.calls) >= target, timeout, what=f"{more} more notify() calls")
+
+    def outcomes(self, since=0):
+        """How many calls had each outcome (from call number ``since`` on)."""
+        return Counter(outcome for _, outcome, _ in self.calls[since:])
 
     def halt(self):
         self.stop.set()

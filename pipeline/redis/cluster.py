@@ -158,19 +158,29 @@ class SlotClient:
         self.slot = key_slot(tag.encode())
         self._lock = threading.Lock()
         self._clients = {}
+        # (the map it was read from, the client): one tuple, so a thread never pairs one map with another's client.
+        self._current = (None, None)
 
     def node(self):
-        """The partition's client on the slot's primary, as this process's map of the cluster says."""
-        node = self.cluster.nodes_manager.get_node_from_slot(self.slot)
-        found = self._clients.get(node.name)
-        if found is None:
+        """The partition's client on the slot's primary, as this process's map of the cluster says (read again only
+        when the map was: every notify() asks)."""
+        manager = self.cluster.nodes_manager
+        known, client = self._current
+        if known is manager.slots_cache and client is not None:
+            return client
+        slots = manager.slots_cache
+        node = manager.get_node_from_slot(self.slot)
+        client = self._clients.get(node.name)
+        if client is None:
             pool = self.cluster.get_redis_connection(node).connection_pool
-            found = self._clients.setdefault(node.name, PartitionRedis(self.tag, connection_pool=pool))
-        return found
+            client = self._clients.setdefault(node.name, PartitionRedis(self.tag, connection_pool=pool))
+        self._current = (slots, client)
+        return client
 
     def run(self, call):
         """``call(client)`` on the slot's primary; after MOVED, ASK, TRYAGAIN or CLUSTERDOWN (nothing was run) the map
-        is read again and the call sent again, for at most SETTLE_S."""
+        is read again and the call sent again, for at most SETTLE_S. A connection that failed is not sent again (the
+        call may have run): the map is read again for the next call, which then finds a primary promoted meanwhile."""
         deadline = time.monotonic() + SETTLE_S
         while True:
             try:
@@ -180,13 +190,16 @@ class SlotClient:
                     raise
                 self.refresh()
                 time.sleep(RETRY_PAUSE_S)
+            except (redis_errors.ConnectionError, redis_errors.TimeoutError):
+                self.refresh()
+                raise
 
     def refresh(self):
         """Read the cluster's map again (one thread at a time: the others use the map it reads)."""
         if self._lock.acquire(blocking=False):
             try:
                 self.cluster.nodes_manager.initialize()
-            except redis_errors.RedisError:
+            except (redis_errors.RedisError, redis_errors.RedisClusterException):
                 pass  # the next call's error says what is wrong
             finally:
                 self._lock.release()

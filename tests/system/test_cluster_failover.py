@@ -15,15 +15,15 @@ from tests.cluster_helpers import (
     partition_depths,
     partitions,
     queues,
-    sent,
+    sent_once_settled,
     start_worker,
     transport_env,
     use_cluster,
 )
 from tests.waiting import wait_for
 
-SWITCH_AT_S = 3.0
-AFTER_S = 4.0  # traffic goes on this long on the promoted primary
+SWITCH_AT_CALLS = 450  # about 3 s of traffic before the switch
+AFTER_CALLS = 600  # and about 4 s on the promoted primary
 
 
 # The workers' fetch connections to the shard's old primary meet MOVED (it is a replica now) and reconnect.
@@ -41,15 +41,14 @@ def test_a_shard_failover_loses_no_acknowledged_event(cluster, settings, redis_s
     on_shard = [p.tag for p in partitions() if cluster.owner(key_slot(p.tag.encode())) is shard]
     try:
         producer.start()
-        time.sleep(SWITCH_AT_S)
+        producer.wait_calls(SWITCH_AT_CALLS)
         switched_at = time.time()
         promoted = cluster.failover(shard)
         switch_s = time.time() - switched_at
-        time.sleep(AFTER_S)
+        producer.wait_calls(AFTER_CALLS)
         producer.halt()
         wait_for(lambda: drained(cluster), 120, what=lambda: f"drained: {partition_depths()}, held {held(cluster)}")
-        time.sleep(1)  # a send that just ended records
-        records = sent(redis_server.url)
+        records = sent_once_settled(producer, redis_server.url)
     finally:
         producer.halt()
         for worker in workers:

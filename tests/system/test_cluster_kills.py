@@ -1,8 +1,6 @@
 """kill -9 of critical workers on a real Redis Cluster while events keep arriving: every accepted event is sent, and
 none twice (the reaper of each partition puts a dead consumer's fetched and unacked messages back)."""
 
-import time
-
 import pytest
 
 from tests.cluster_helpers import (
@@ -15,7 +13,7 @@ from tests.cluster_helpers import (
     kill,
     partition_depths,
     queues,
-    sent,
+    sent_once_settled,
     start_worker,
     transport_env,
     use_cluster,
@@ -23,7 +21,7 @@ from tests.cluster_helpers import (
 from tests.waiting import wait_for
 
 KILLS = 4
-EVERY_S = 3.0  # a kill every few seconds: each lands in a fetch, a send, or an idle wait, wherever it falls
+EVERY = 450  # a kill every 450 calls (about 3 s): each lands in a fetch, a send, or an idle wait, wherever it falls
 # A send takes 20 ms: at 150 events/s the four slots of the two workers are busy, so a kill finds messages in hand.
 SLOW = {name: {**conf, "options": {"latency_ms": 20}} for name, conf in CHANNELS.items()}
 
@@ -42,17 +40,16 @@ def test_kills_on_the_cluster_lose_nothing_and_send_nothing_twice(cluster, setti
     try:
         producer.start()
         for n in range(KILLS):
-            time.sleep(EVERY_S)
+            producer.wait_calls(EVERY)
             victim = workers[n % 2]
             in_hand.append(held(cluster))
             kills.append((kill(victim), victim.process.pid))
             workers[n % 2] = start_worker(queue_settings, redis_server.url, env, wait=False, channels=SLOW)
-        time.sleep(EVERY_S)  # traffic goes on after the last kill
+        producer.wait_calls(EVERY)  # traffic goes on after the last kill
         producer.halt()
         # The last kill's holdings come back after the reaper's bound, a mid-send one's after its claim expires.
         wait_for(lambda: drained(cluster), 120, what=lambda: f"drained: {partition_depths()}, held {held(cluster)}")
-        time.sleep(1)  # a send that just ended records
-        records = sent(redis_server.url)
+        records = sent_once_settled(producer, redis_server.url)
     finally:
         producer.halt()
         for worker in workers:

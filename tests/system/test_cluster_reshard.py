@@ -15,15 +15,15 @@ from tests.cluster_helpers import (
     partition_depths,
     partitions,
     queues,
-    sent,
+    sent_once_settled,
     start_worker,
     transport_env,
     use_cluster,
 )
 from tests.waiting import wait_for
 
-MOVE_AT_S = 3.0
-AFTER_S = 4.0  # traffic goes on this long once the slots are on their new primary
+MOVE_AT_CALLS = 450  # about 3 s of traffic before the move
+AFTER_CALLS = 600  # and about 4 s once the slots are on their new primary
 
 
 # The workers' fetch connections meet MOVED once the partition's slot is on its new primary, and reconnect.
@@ -41,16 +41,15 @@ def test_a_partition_moved_under_load_loses_nothing_and_sends_nothing_twice(clus
     count = max(2000, slots[partitions()[0].tag] + 100)
     try:
         producer.start()
-        time.sleep(MOVE_AT_S)
+        producer.wait_calls(MOVE_AT_CALLS)
         began = time.time()
         cluster.reshard(source, target, count)
         reshard_s = time.time() - began
         moved = sorted(tag for tag, slot in slots.items() if cluster.owner(slot) is target and slot < count)
-        time.sleep(AFTER_S)
+        producer.wait_calls(AFTER_CALLS)
         producer.halt()
         wait_for(lambda: drained(cluster), 120, what=lambda: f"drained: {partition_depths()}, held {held(cluster)}")
-        time.sleep(1)  # a send that just ended records
-        records = sent(redis_server.url)
+        records = sent_once_settled(producer, redis_server.url)
     finally:
         producer.halt()
         for worker in workers:
