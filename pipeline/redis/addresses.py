@@ -302,10 +302,12 @@ def acl_rules(queue_names, db=0, cluster=False):
     commands in database ``db``, and only ACL_COMMANDS. On a Redis Cluster (``cluster``), also every key of each
     class's partitions (they start with the partition's hash tag, "{<queue>.") and kombu's exchange tables."""
     keys = [f"~{PREFIX}:*", "~_kombu.*", "~unacked*", "~*.reply.celery.pidbox", *(f"~{name}*" for name in queue_names)]
+    commands = ACL_COMMANDS
     if cluster:
         keys += ["~{sluice.bindings}*", *(f"~{{{name}.*" for name in queue_names)]
+        commands += CLUSTER_COMMANDS
     channels = [f"&/{db}.celery.pidbox", f"&/{db}.celeryev/*"]
-    return " ".join([*keys, "resetchannels", *channels, "-@all", *(f"+{command}" for command in ACL_COMMANDS)])
+    return " ".join([*keys, "resetchannels", *channels, "-@all", *(f"+{command}" for command in commands)])
 
 
 #: The commands Sluice runs (notify(), folds, flushes, the gate, the exporter, workers and Celery's events),
@@ -315,6 +317,9 @@ ACL_COMMANDS = (
     "hello", "select", "ping",
     # Lua (every read-modify-write), and the transactions of redis-py's pipelines and kombu's acks.
     "eval", "evalsha", "script|load", "script|exists", "multi", "exec",
+    # kombu's restore of an unacked message (a worker's stop, a requeue) and its restore lock: WATCH, then a
+    # transaction; redis-py ends a watching pipeline with UNWATCH.
+    "watch", "unwatch",
     # A class with durability "replicated": WAIT for its replicas after each write it confirms (pipeline/durability.py).
     "wait",
     # Keys and strings: heartbeats, the gate's holds, digest claims, kombu's restore lock.
@@ -335,3 +340,8 @@ ACL_COMMANDS = (
     # Celery's events and broadcast commands (kombu's fanout over pub/sub patterns).
     "publish", "psubscribe", "punsubscribe",
 )  # fmt: skip
+
+#: What a client of a Redis Cluster runs besides ACL_COMMANDS: reading the cluster's map of slots (at start, and again
+#: after MOVED or a lost connection: pipeline.redis.cluster.SlotClient), and COMMAND, which redis-py's cluster client
+#: reads once to find each command's keys.
+CLUSTER_COMMANDS = ("cluster|slots", "command")

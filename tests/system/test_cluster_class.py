@@ -14,24 +14,13 @@ from pipeline.connections import get_redis, reset
 from pipeline.redis import keys
 from sluice_tools.bench.provider import SENT_KEY
 from sluice_tools.processes import WorkerProcess
-from sluice_tools.redis_cluster import RedisCluster, cluster_support
-from tests.conftest import need
+from tests.cluster_helpers import cluster  # noqa: F401  (the module's cluster)
 from tests.integration.test_per_class_redis import CHANNELS, KINDS
 from tests.waiting import wait_for
 
 CRITICAL = "meeting.reminder"
 PARTITIONS = 6
 User = get_user_model()  # unsaved users with a pk: notify() takes them as they are
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    reason = cluster_support()
-    if reason:
-        need(reason)
-    started = RedisCluster().start()
-    yield started
-    started.stop()
 
 
 def queues(cluster_url, plain_url, capacity=600):

@@ -8,20 +8,11 @@ import sys
 import pytest
 
 from pipeline.connections import get_redis
+from sluice_tools.bench.provider import SENT_KEY
 from sluice_tools.processes import ROOT, WorkerProcess
-from sluice_tools.redis_cluster import RedisCluster, cluster_support
-from tests.conftest import need
+from tests.cluster_helpers import cluster  # noqa: F401  (the module's cluster)
 from tests.integration.test_per_class_redis import CHANNELS, KINDS
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    reason = cluster_support()
-    if reason:
-        need(reason)
-    started = RedisCluster().start()
-    yield started
-    started.stop()
+from tests.waiting import wait_for
 
 
 @pytest.mark.timeout(120)
@@ -49,4 +40,41 @@ def test_celery_inspect_reaches_a_worker_on_the_cluster(cluster, redis_server):
     [(name, consumed)] = json.loads(asked.stdout.strip().splitlines()[-1]).items()
     assert name.startswith("critical@")
     assert sorted(q["name"][q["name"].index("}") + 1 :] for q in consumed) == ["critical"] * 3
+    assert not worker.problems(), worker.problems()
+
+
+@pytest.mark.timeout(120)
+def test_the_documented_acl_user_runs_a_class_on_the_cluster(cluster, redis_server, settings):
+    from django.contrib.auth import get_user_model
+
+    from notifications import notify
+    from pipeline.connections import reset
+    from pipeline.redis.addresses import acl_rules
+
+    names = ["critical", "routine", "background"]
+    rules = acl_rules(names, cluster=True).split()
+    for node in cluster.nodes():
+        node.admin().execute_command("ACL", "SETUSER", "sluice", "reset", "on", ">cluster-pw", *rules)
+        node.admin().execute_command("ACL", "LOG", "RESET")
+    url = cluster.url.replace("redis+cluster://", "redis+cluster://sluice:cluster-pw@")
+    queues = {
+        "critical": {"capacity": 60, "redis_url": url, "partitions": 3},
+        "routine": {"redis_url": redis_server.url},
+        "background": {"redis_url": redis_server.url},
+    }
+    get_redis(redis_server.url).flushdb()
+    settings.SLUICE_KINDS, settings.SLUICE_CHANNELS, settings.SLUICE_QUEUES = KINDS, CHANNELS, queues
+    reset()
+    env = {"SLUICE_KINDS": json.dumps(KINDS), "SLUICE_QUEUES": json.dumps(queues)}
+    worker = WorkerProcess("critical", redis_server.url, CHANNELS, env=env).start()
+    try:
+        for pk in range(1, 31):
+            notify(get_user_model()(pk=pk), "meeting.reminder", entity_id="acl", payload={})
+        sent = get_redis(redis_server.url)
+        wait_for(lambda: sent.llen(SENT_KEY) >= 30, 60, what="the 30 sends")
+    finally:
+        worker.stop()
+        reset()
+    refused = [entry for node in cluster.nodes() for entry in node.admin().execute_command("ACL", "LOG")]
+    assert refused == [], refused[:3]
     assert not worker.problems(), worker.problems()

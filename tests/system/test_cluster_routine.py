@@ -21,8 +21,7 @@ from pipeline.observe.scaler import scaler_payload
 from pipeline.observe.window import sample
 from sluice_tools.bench.provider import SENT_KEY
 from sluice_tools.processes import WorkerProcess
-from sluice_tools.redis_cluster import RedisCluster, cluster_support
-from tests.conftest import need
+from tests.cluster_helpers import cluster  # noqa: F401  (the module's cluster)
 from tests.integration.test_per_class_redis import CHANNELS, KINDS
 from tests.unit.test_exporter import metrics
 from tests.waiting import wait_for
@@ -33,16 +32,6 @@ CAPACITY = 30
 User = get_user_model()
 
 pytestmark = pytest.mark.django_db  # the flush rebuilds the preferences' mirror from the database
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    reason = cluster_support()
-    if reason:
-        need(reason)
-    started = RedisCluster().start()
-    yield started
-    started.stop()
 
 
 def configured(cluster_url, plain_url):

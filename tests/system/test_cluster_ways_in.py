@@ -13,24 +13,13 @@ from pipeline.broker import deadletters
 from pipeline.conf import sluice_settings
 from pipeline.connections import get_redis, reset
 from pipeline.redis.cluster import partition_of
-from sluice_tools.redis_cluster import RedisCluster, cluster_support
-from tests.conftest import need
+from tests.cluster_helpers import cluster  # noqa: F401  (the module's cluster)
 from tests.integration.test_per_class_redis import CHANNELS, KINDS
 
 CRITICAL = "meeting.reminder"
 PARTITIONS = 6
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    reason = cluster_support()
-    if reason:
-        need(reason)
-    started = RedisCluster().start()
-    yield started
-    started.stop()
 
 
 @pytest.fixture
