@@ -14,7 +14,7 @@ from pipeline.connections import get_redis, reset
 from pipeline.redis import keys
 from sluice_tools.bench.provider import SENT_KEY
 from sluice_tools.processes import WorkerProcess
-from tests.cluster_helpers import cluster  # noqa: F401  (the module's cluster)
+from tests.cluster_helpers import cluster, use_cluster  # noqa: F401  (the module's cluster)
 from tests.integration.test_per_class_redis import CHANNELS, KINDS
 from tests.waiting import wait_for
 
@@ -34,13 +34,7 @@ def queues(cluster_url, plain_url, capacity=600):
 @pytest.fixture
 def on_cluster(settings, cluster, redis_server):
     """Critical on the cluster; routine, background and the recorder's sends on the session's plain Redis."""
-    for node in cluster.primaries():
-        node.admin().flushall()
-    get_redis(redis_server.url).flushdb()
-    settings.SLUICE_CHANNELS = CHANNELS
-    settings.SLUICE_KINDS = KINDS
-    settings.SLUICE_QUEUES = queues(cluster.url, redis_server.url)
-    reset()
+    use_cluster(settings, cluster, redis_server.url, queues(cluster.url, redis_server.url))
     yield cluster
     reset()
 

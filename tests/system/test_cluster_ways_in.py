@@ -13,8 +13,7 @@ from pipeline.broker import deadletters
 from pipeline.conf import sluice_settings
 from pipeline.connections import get_redis, reset
 from pipeline.redis.cluster import partition_of
-from tests.cluster_helpers import cluster  # noqa: F401  (the module's cluster)
-from tests.integration.test_per_class_redis import CHANNELS, KINDS
+from tests.cluster_helpers import cluster, use_cluster  # noqa: F401  (the module's cluster)
 
 CRITICAL = "meeting.reminder"
 PARTITIONS = 6
@@ -24,17 +23,16 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
 @pytest.fixture
 def on_cluster(settings, cluster, redis_server):
-    for node in cluster.primaries():
-        node.admin().flushall()
-    get_redis(redis_server.url).flushdb()
-    settings.SLUICE_CHANNELS = CHANNELS
-    settings.SLUICE_KINDS = KINDS
-    settings.SLUICE_QUEUES = {
-        "critical": {"capacity": 600, "redis_url": cluster.url, "partitions": PARTITIONS},
-        "routine": {"capacity": 100, "redis_url": redis_server.url},
-        "background": {"capacity": 100, "redis_url": redis_server.url},
-    }
-    reset()
+    use_cluster(
+        settings,
+        cluster,
+        redis_server.url,
+        {
+            "critical": {"capacity": 600, "redis_url": cluster.url, "partitions": PARTITIONS},
+            "routine": {"capacity": 100, "redis_url": redis_server.url},
+            "background": {"capacity": 100, "redis_url": redis_server.url},
+        },
+    )
     yield cluster
     reset()
 
