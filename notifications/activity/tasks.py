@@ -40,7 +40,9 @@ def drain():
     the first class on that Redis); ask for the next step while entries are left. Return how many were drained."""
     total, more = 0, False
     for client, classes in classes_by_redis():
-        scope = classes[0]
+        # A partition of a class on a Redis Cluster is a buffer of its own, whose stream ids another partition's
+        # may repeat: its tag is part of the scope, and so of each row's source.
+        scope = classes[0] + getattr(client, "tag", "")
         with housekeeping.step(DRAIN_TASK, scope, client) as step:
             if step is None:
                 continue  # another step drains this Redis

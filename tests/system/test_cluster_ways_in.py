@@ -94,3 +94,18 @@ def test_a_dead_letter_is_kept_and_replayed_in_its_users_partition(on_cluster, u
     index = partition_of(user.pk, PARTITIONS)
     assert depths() == [1 if i == index else 0 for i in range(PARTITIONS)]
     assert deadletters.size() == 0
+
+
+def test_the_activity_drain_stores_every_partitions_entries_once(on_cluster, make_users, settings):
+    from notifications.activity.models import ActivityEntry
+    from notifications.activity.tasks import drain
+
+    settings.SLUICE_ACTIVITY = {"enabled": True}
+    reset()
+    users = make_users(40)
+    for user in users:
+        notify(user, CRITICAL, entity_id="a1", payload={})
+    assert drain() == 40
+    # Stream ids repeat across partitions (each is a stream of its own): every entry is still stored, once.
+    assert ActivityEntry.objects.filter(entity_id="a1").count() == 40
+    assert drain() == 0
