@@ -73,10 +73,7 @@ def partition_index(queue, user_id=None):
     handled (in_partition), else the first (where Celery's own publishes to the class go)."""
     if user_id is not None:
         return cluster.partition_of(user_id, queue.partitions)
-    handling = _handling.get()
-    if handling is not None and handling in queue.queue_names:
-        return queue.queue_names.index(handling)
-    return 0
+    return queue.partition_indexes.get(_handling.get(), 0)
 
 
 _partitions = {}

@@ -124,6 +124,21 @@ def sent(plain_url):
     return [json.loads(raw) for raw in get_redis(plain_url).lrange(SENT_KEY, 0, -1)]
 
 
+def settle(cluster, producer, plain_url, timeout=120):
+    """Stop the traffic, wait until the cluster holds nothing (every partition drained, nothing fetched or unacked),
+    and return the recorded sends."""
+    producer.halt()
+    wait_for(lambda: drained(cluster), timeout, what=lambda: f"drained: {partition_depths()}, held {held(cluster)}")
+    return sent_once_settled(producer, plain_url)
+
+
+def stop_all(producer, workers):
+    """Stop the producer and every worker (a test's finally)."""
+    producer.halt()
+    for worker in workers:
+        worker.stop()
+
+
 def sent_once_settled(producer, plain_url, timeout=15):
     """The recorded sends, once every accepted event is among them or ``timeout`` passed (a send that just ended
     records a moment later; what never comes is the books' to count as lost)."""

@@ -21,7 +21,6 @@ import redis
 from kombu.transport.virtual import QoS as VirtualQoS
 from kombu.utils.json import dumps
 from redis import exceptions as redis_errors
-from redis.commands.core import Script
 
 from pipeline.broker import transport
 from pipeline.connections import get_redis, lua_source
@@ -127,7 +126,9 @@ class PartitionChannel(transport.Channel):
     def scripts(self, client):
         cache = self.__dict__.setdefault("_scripts", {})
         if not cache:
-            cache.update({name: Script(self.slot, lua_source(engine_scripts.path(name))) for name in transport.SCRIPTS})
+            cache.update(
+                {name: self.slot.register_script(lua_source(engine_scripts.path(name))) for name in transport.SCRIPTS}
+            )
         return cache
 
     def housekeeping(self, lists=None, force=False):
@@ -186,6 +187,7 @@ class ClusterChannel(transport.Channel):
 
     QoS = ClusterQoS
     cluster_seeds = ()
+    _published = 0  # fan-out messages sent: which primary takes the next
     from_transport_options = (*transport.Channel.from_transport_options, "cluster_seeds")
     # kombu's exchange tables share one slot: its binding scripts touch a table and the deadlines' set together.
     keyprefix_queue = BINDINGS_TAG + "_kombu.binding.%s"
@@ -235,7 +237,7 @@ class ClusterChannel(transport.Channel):
         # primary the busiest of the cluster).
         kwargs.pop("_publish_batch", None)  # without batches (transport.Channel.supports_batch_publish)
         primaries = self.cluster.get_primaries()
-        self._published = getattr(self, "_published", 0) + 1
+        self._published += 1
         client = self.cluster.get_redis_connection(primaries[self._published % len(primaries)])
         payload = dumps(message)
         for topic in self._get_publish_topics(exchange, routing_key):

@@ -107,6 +107,11 @@ class QueueConfig:
         """The Celery queues of this class: its partitions' on a cluster, else its own."""
         return tuple(each.name for each in self.every_partition)
 
+    @cached_property
+    def partition_indexes(self):
+        """{queue name: its partition's index}: which partition a message's queue is, in one lookup."""
+        return {name: index for index, name in enumerate(self.queue_names)}
+
     @property
     def published_to(self):
         """The queue a Celery publish to this class goes to (a retry, a control task): its first partition's on a

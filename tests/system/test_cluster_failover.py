@@ -10,17 +10,14 @@ from tests.cluster_helpers import (
     Producer,
     books,
     cluster,  # noqa: F401  (the module's cluster)
-    drained,
-    held,
-    partition_depths,
     partitions,
     queues,
-    sent_once_settled,
+    settle,
     start_worker,
+    stop_all,
     transport_env,
     use_cluster,
 )
-from tests.waiting import wait_for
 
 SWITCH_AT_CALLS = 450  # about 3 s of traffic before the switch
 AFTER_CALLS = 600  # and about 4 s on the promoted primary
@@ -46,13 +43,9 @@ def test_a_shard_failover_loses_no_acknowledged_event(cluster, settings, redis_s
         promoted = cluster.failover(shard)
         switch_s = time.time() - switched_at
         producer.wait_calls(AFTER_CALLS)
-        producer.halt()
-        wait_for(lambda: drained(cluster), 120, what=lambda: f"drained: {partition_depths()}, held {held(cluster)}")
-        records = sent_once_settled(producer, redis_server.url)
+        records = settle(cluster, producer, redis_server.url)
     finally:
-        producer.halt()
-        for worker in workers:
-            worker.stop()
+        stop_all(producer, workers)
     result = books(producer, records)
     outcomes = producer.outcomes()
     unavailable = [entity for entity, outcome, _ in producer.calls if outcome == "unavailable"]

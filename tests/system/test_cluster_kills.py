@@ -8,17 +8,15 @@ from tests.cluster_helpers import (
     Producer,
     books,
     cluster,  # noqa: F401  (the module's cluster)
-    drained,
     held,
     kill,
-    partition_depths,
     queues,
-    sent_once_settled,
+    settle,
     start_worker,
+    stop_all,
     transport_env,
     use_cluster,
 )
-from tests.waiting import wait_for
 
 KILLS = 4
 EVERY = 450  # a kill every 450 calls (about 3 s): each lands in a fetch, a send, or an idle wait, wherever it falls
@@ -46,14 +44,10 @@ def test_kills_on_the_cluster_lose_nothing_and_send_nothing_twice(cluster, setti
             kills.append((kill(victim), victim.process.pid))
             workers[n % 2] = start_worker(queue_settings, redis_server.url, env, wait=False, channels=SLOW)
         producer.wait_calls(EVERY)  # traffic goes on after the last kill
-        producer.halt()
         # The last kill's holdings come back after the reaper's bound, a mid-send one's after its claim expires.
-        wait_for(lambda: drained(cluster), 120, what=lambda: f"drained: {partition_depths()}, held {held(cluster)}")
-        records = sent_once_settled(producer, redis_server.url)
+        records = settle(cluster, producer, redis_server.url)
     finally:
-        producer.halt()
-        for worker in workers:
-            worker.stop()
+        stop_all(producer, workers)
     result = books(producer, records, kills)
     outcomes = producer.outcomes()
     print(

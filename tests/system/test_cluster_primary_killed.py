@@ -9,13 +9,11 @@ from tests.cluster_helpers import (
     Producer,
     books,
     cluster,  # noqa: F401  (the module's cluster)
-    drained,
-    held,
-    partition_depths,
     partitions,
     queues,
-    sent_once_settled,
+    settle,
     start_worker,
+    stop_all,
     transport_env,
     use_cluster,
 )
@@ -50,13 +48,9 @@ def test_a_killed_primary_loses_no_acknowledged_event(cluster, settings, redis_s
         cluster.wait_ok(60)
         killed_at = len(producer.calls)
         producer.wait_calls(AFTER_CALLS)
-        producer.halt()
-        wait_for(lambda: drained(cluster), 180, what=lambda: f"drained: {partition_depths()}, held {held(cluster)}")
-        records = sent_once_settled(producer, redis_server.url)
+        records = settle(cluster, producer, redis_server.url, timeout=180)
     finally:
-        producer.halt()
-        for worker in workers:
-            worker.stop()
+        stop_all(producer, workers)
         if victim.process.poll() is not None:
             victim.start()  # back as a replica of its old replica: the module's cluster stays whole
     result = books(producer, records)

@@ -10,17 +10,14 @@ from tests.cluster_helpers import (
     Producer,
     books,
     cluster,  # noqa: F401  (the module's cluster)
-    drained,
-    held,
-    partition_depths,
     partitions,
     queues,
-    sent_once_settled,
+    settle,
     start_worker,
+    stop_all,
     transport_env,
     use_cluster,
 )
-from tests.waiting import wait_for
 
 MOVE_AT_CALLS = 450  # about 3 s of traffic before the move
 AFTER_CALLS = 600  # and about 4 s once the slots are on their new primary
@@ -47,13 +44,9 @@ def test_a_partition_moved_under_load_loses_nothing_and_sends_nothing_twice(clus
         reshard_s = time.time() - began
         moved = sorted(tag for tag, slot in slots.items() if cluster.owner(slot) is target and slot < count)
         producer.wait_calls(AFTER_CALLS)
-        producer.halt()
-        wait_for(lambda: drained(cluster), 120, what=lambda: f"drained: {partition_depths()}, held {held(cluster)}")
-        records = sent_once_settled(producer, redis_server.url)
+        records = settle(cluster, producer, redis_server.url)
     finally:
-        producer.halt()
-        for worker in workers:
-            worker.stop()
+        stop_all(producer, workers)
     result = books(producer, records)
     outcomes = producer.outcomes()
     print(
