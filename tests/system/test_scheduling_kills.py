@@ -175,7 +175,11 @@ def own_redis(redis_server):
 
 # While Redis is down the workers, beat and the movers say so, and reconnect.
 @pytest.mark.expected_errors(
-    "consumer: Cannot connect to redis", "Connection to broker lost", "Couldn't ack", "Couldn't apply scheduled task"
+    "consumer: Cannot connect to redis",
+    "Connection to broker lost",
+    "Couldn't ack",
+    "Couldn't apply scheduled task",
+    "beat: Connection error",
 )
 @pytest.mark.timeout(400)
 def test_a_redis_restarted_without_its_data_loses_no_scheduled_send(own_redis, tmp_path):
