@@ -1,4 +1,5 @@
-"""A Redis Cluster of redis-server nodes on loopback (3 primaries, 3 replicas by default), for tests and the demo."""
+"""A Redis Cluster of redis-server nodes on loopback (3 primaries, 3 replicas by default), plain or TLS-only, for tests
+and the demo."""
 
 import random
 import shutil
@@ -6,6 +7,9 @@ import socket
 import subprocess
 import tempfile
 import time
+from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import urlencode
 
 import redis
 
@@ -34,6 +38,50 @@ def cluster_support():
     return None if shutil.which("redis-cli") else NO_CLI
 
 
+class TLS(NamedTuple):
+    """The files of a TLS-only cluster: the CA that signed the nodes' certificate, and that certificate and its key."""
+
+    ca: Path | str
+    cert: Path | str
+    key: Path | str
+
+    def node_args(self):
+        """A node's TLS arguments: clients, replication and the cluster bus all over TLS, each side showing ``cert``
+        (a node's client certificate too) and trusting only ``ca``."""
+        files = ("--tls-cert-file", str(self.cert), "--tls-key-file", str(self.key), "--tls-ca-cert-file", str(self.ca))
+        return (*files, "--tls-cluster", "yes", "--tls-replication", "yes")
+
+    def cli_args(self):
+        return ("--tls", "--cacert", str(self.ca), "--cert", str(self.cert), "--key", str(self.key))
+
+    def client_options(self):
+        """redis-py's keywords for a client the nodes accept (they ask every client for a certificate ``ca`` signed)."""
+        return {"ssl": True, "ssl_ca_certs": str(self.ca), "ssl_certfile": str(self.cert), "ssl_keyfile": str(self.key)}
+
+    def query(self):
+        """The query of the cluster's rediss+cluster:// URL: the same files (pipeline.redis.addresses.SSL_OPTIONS)."""
+        options = {"ssl_ca_certs": self.ca, "ssl_certfile": self.cert, "ssl_keyfile": self.key}
+        return urlencode({name: str(path) for name, path in options.items()}, safe="/")
+
+
+class TLSNode(RedisServer):
+    """A cluster node that speaks only TLS, on ``port``: its cluster bus port is then ``port`` + 10000 too."""
+
+    def __init__(self, *extra_args, port, tls):
+        super().__init__("--tls-port", str(port), *tls.node_args(), *extra_args, port=port)
+        self.tls = tls
+        # No plain-text port at all: the base class's --port is the TLS port's, so override it.
+        self.args[self.args.index("--port") + 1] = "0"
+
+    @property
+    def url(self):
+        return f"rediss://127.0.0.1:{self.port}/0?{self.tls.query()}"
+
+    def admin(self, **options):
+        """A client that may run anything on this node (the start-up check, tests)."""
+        return redis.Redis(port=self.port, socket_connect_timeout=0.5, **self.tls.client_options(), **options)
+
+
 def _bindable(port):
     with socket.socket() as sock:
         try:
@@ -45,15 +93,18 @@ def _bindable(port):
 class RedisCluster:
     """3 primaries + 3 replicas (by default) of redis-server, --cluster-enabled yes, created with
     `redis-cli --cluster create ... --cluster-replicas 1 --cluster-yes`. Roles are asked live: they change after a
-    failover."""
+    failover. With ``tls`` (a TLS), every node speaks only TLS and asks every client for a certificate."""
 
-    def __init__(self, primaries=3, replicas_per_primary=1, extra_args=()):
+    def __init__(self, primaries=3, replicas_per_primary=1, extra_args=(), tls=None):
         self.cli = shutil.which("redis-cli")
         if self.cli is None:
             raise FileNotFoundError(NO_CLI)
         self.size = primaries * (1 + replicas_per_primary)
         self.replicas_per_primary = replicas_per_primary
         self.extra_args = tuple(extra_args)
+        self.tls = tls
+        # redis-cli's TLS arguments, before the command's own.
+        self.cli_args = tls.cli_args() if tls else ()
         self._nodes = []  # in creation order, which orders every list returned
         self._ids = {}  # node id -> RedisServer
         self._clients = {}  # port -> client, kept: one connection per node, not one per poll
@@ -66,7 +117,7 @@ class RedisCluster:
             for node in self._nodes:
                 self._ids[self._ask(node, "CLUSTER", "MYID")] = node
             addresses = [f"127.0.0.1:{node.port}" for node in self._nodes]
-            command = [self.cli, "--cluster", "create", *addresses]
+            command = [self.cli, *self.cli_args, "--cluster", "create", *addresses]
             command += ["--cluster-replicas", str(self.replicas_per_primary), "--cluster-yes"]
             done = subprocess.run(command, capture_output=True, text=True, timeout=max(1, deadline - time.monotonic()))
             if done.returncode:
@@ -80,10 +131,10 @@ class RedisCluster:
 
     def _start_node(self):
         for attempt in range(3):
-            node = RedisServer(*NODE_ARGS, *self.extra_args, port=self._pick_port())
+            node = self._node(port=self._pick_port())
             try:
                 node.start()
-                self._clients[node.port] = redis.Redis(port=node.port, decode_responses=True, socket_timeout=5)
+                self._clients[node.port] = self._client(node)
                 return node
             except RuntimeError:
                 # Another process may have bound the port (or its bus port) since the check: try another pair.
@@ -92,6 +143,16 @@ class RedisCluster:
                 if alive or attempt == 2:
                     raise
         raise AssertionError("unreachable")
+
+    def _node(self, port):
+        if self.tls:
+            return TLSNode(*NODE_ARGS, *self.extra_args, port=port, tls=self.tls)
+        return RedisServer(*NODE_ARGS, *self.extra_args, port=port)
+
+    def _client(self, node):
+        if self.tls:
+            return node.admin(decode_responses=True, socket_timeout=5)
+        return redis.Redis(port=node.port, decode_responses=True, socket_timeout=5)
 
     def _pick_port(self):
         """A port that, like its cluster bus port (+10000), was free a moment ago."""
@@ -104,7 +165,8 @@ class RedisCluster:
 
     @property
     def url(self):
-        return "redis+cluster://" + ",".join(f"127.0.0.1:{node.port}" for node in self.primaries())
+        seeds = ",".join(f"127.0.0.1:{node.port}" for node in self.primaries())
+        return f"rediss+cluster://{seeds}?{self.tls.query()}" if self.tls else f"redis+cluster://{seeds}"
 
     def nodes(self):
         return list(self._nodes)
@@ -158,7 +220,7 @@ class RedisCluster:
         """``redis-cli --cluster reshard``, not waited for; its output goes to the returned process's ``output``
         (a file, not a pipe, which a long reshard nobody reads would fill and block)."""
         output = tempfile.TemporaryFile(mode="w+")
-        command = [self.cli, "--cluster", "reshard", f"127.0.0.1:{source.port}"]
+        command = [self.cli, *self.cli_args, "--cluster", "reshard", f"127.0.0.1:{source.port}"]
         command += ["--cluster-from", self._id(source), "--cluster-to", self._id(target)]
         command += ["--cluster-slots", str(slots), "--cluster-yes"]
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, text=True)

@@ -228,8 +228,11 @@ class ClusterChannel(transport.Channel):
     def subclient(self):
         """Pub/sub for remote control on one primary: a cluster's PUBLISH reaches every node."""
         node = self.cluster.get_primaries()[0]
-        params = node.redis_connection.connection_pool.connection_kwargs
-        return redis.Redis(connection_pool=redis.ConnectionPool(**params)).pubsub()
+        pool = node.redis_connection.connection_pool
+        # The node's connection class too: on a rediss+cluster:// URL it is SSLConnection, and its ssl_* keywords
+        # are not a plain Connection's.
+        pool = redis.ConnectionPool(connection_class=pool.connection_class, **pool.connection_kwargs)
+        return redis.Redis(connection_pool=pool).pubsub()
 
     def _put_fanout(self, exchange, message, routing_key, **kwargs):
         # Celery's task events and broadcast commands: a cluster's PUBLISH reaches every node whichever takes it,
