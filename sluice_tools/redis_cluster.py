@@ -54,14 +54,17 @@ class TLS(NamedTuple):
     def cli_args(self):
         return ("--tls", "--cacert", str(self.ca), "--cert", str(self.cert), "--key", str(self.key))
 
+    def files(self):
+        """The files as redis-py's and a rediss:// URL's options name them (pipeline.redis.addresses.SSL_OPTIONS)."""
+        return {"ssl_ca_certs": str(self.ca), "ssl_certfile": str(self.cert), "ssl_keyfile": str(self.key)}
+
     def client_options(self):
         """redis-py's keywords for a client the nodes accept (they ask every client for a certificate ``ca`` signed)."""
-        return {"ssl": True, "ssl_ca_certs": str(self.ca), "ssl_certfile": str(self.cert), "ssl_keyfile": str(self.key)}
+        return {"ssl": True, **self.files()}
 
     def query(self):
-        """The query of the cluster's rediss+cluster:// URL: the same files (pipeline.redis.addresses.SSL_OPTIONS)."""
-        options = {"ssl_ca_certs": self.ca, "ssl_certfile": self.cert, "ssl_keyfile": self.key}
-        return urlencode({name: str(path) for name, path in options.items()}, safe="/")
+        """The query of the cluster's rediss+cluster:// URL."""
+        return urlencode(self.files(), safe="/")
 
 
 class TLSNode(RedisServer):
@@ -78,8 +81,8 @@ class TLSNode(RedisServer):
         return f"rediss://127.0.0.1:{self.port}/0?{self.tls.query()}"
 
     def admin(self, **options):
-        """A client that may run anything on this node (the start-up check, tests)."""
-        return redis.Redis(port=self.port, socket_connect_timeout=0.5, **self.tls.client_options(), **options)
+        """A client that may run anything on this node (the start-up check, tests), over TLS."""
+        return super().admin(**self.tls.client_options(), **options)
 
 
 def _bindable(port):
@@ -134,7 +137,7 @@ class RedisCluster:
             node = self._node(port=self._pick_port())
             try:
                 node.start()
-                self._clients[node.port] = self._client(node)
+                self._clients[node.port] = node.admin(decode_responses=True, socket_timeout=5)
                 return node
             except RuntimeError:
                 # Another process may have bound the port (or its bus port) since the check: try another pair.
@@ -148,11 +151,6 @@ class RedisCluster:
         if self.tls:
             return TLSNode(*NODE_ARGS, *self.extra_args, port=port, tls=self.tls)
         return RedisServer(*NODE_ARGS, *self.extra_args, port=port)
-
-    def _client(self, node):
-        if self.tls:
-            return node.admin(decode_responses=True, socket_timeout=5)
-        return redis.Redis(port=node.port, decode_responses=True, socket_timeout=5)
 
     def _pick_port(self):
         """A port that, like its cluster bus port (+10000), was free a moment ago."""

@@ -69,9 +69,9 @@ class RedisServer:
     def url(self):
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def admin(self):
-        """A client that may run anything on this server (the start-up check, tests)."""
-        return redis.Redis(port=self.port, socket_connect_timeout=0.5)
+    def admin(self, **options):
+        """A client that may run anything on this server (the start-up check, tests); ``options`` are redis-py's."""
+        return redis.Redis(port=self.port, socket_connect_timeout=0.5, **options)
 
     def start(self, timeout=10, attempts=3):
         tries = attempts if self.process is None and self.picked_port else 1

@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from notifications import Outcome, Rejected, Unavailable, notify
 from pipeline.conf import sluice_settings
 from pipeline.connections import get_redis, reset
+from pipeline.redis.addresses import acl_rules
 from sluice_tools.bench.provider import SENT_KEY
 from sluice_tools.processes import WorkerProcess
 from sluice_tools.redis_cluster import RedisCluster, cluster_support
@@ -74,6 +75,25 @@ def use_cluster(settings, cluster, plain_url, queue_settings):
         "broker_transport_options": {"fetch_dead_after_s": DEAD_AFTER_S, "visibility_timeout": VISIBILITY_S}
     }
     reset()
+
+
+def add_acl_user(cluster, password, classes=("critical", "routine", "background")):
+    """The documented ACL user ``sluice`` (pipeline.redis.addresses.acl_rules) with ``password`` on every node, and
+    every node's ACL LOG emptied."""
+    rules = acl_rules(list(classes), cluster=True).split()
+    for node in cluster.nodes():
+        with node.admin() as client:
+            client.execute_command("ACL", "SETUSER", "sluice", "reset", "on", f">{password}", *rules)
+            client.execute_command("ACL", "LOG", "RESET")
+
+
+def acl_log(cluster):
+    """What the nodes' ACL LOG recorded: every command or key refused to a user."""
+    found = []
+    for node in cluster.nodes():
+        with node.admin() as client:
+            found += client.execute_command("ACL", "LOG")
+    return found
 
 
 def start_worker(queue_settings, plain_url, env=None, concurrency=2, wait=True, klass="critical", channels=CHANNELS):

@@ -10,7 +10,7 @@ import pytest
 from pipeline.connections import get_redis
 from sluice_tools.bench.provider import SENT_KEY
 from sluice_tools.processes import ROOT, WorkerProcess
-from tests.cluster_helpers import cluster  # noqa: F401  (the module's cluster)
+from tests.cluster_helpers import acl_log, add_acl_user, cluster  # noqa: F401  (the module's cluster)
 from tests.integration.test_per_class_redis import CHANNELS, KINDS
 from tests.waiting import wait_for
 
@@ -49,13 +49,8 @@ def test_the_documented_acl_user_runs_a_class_on_the_cluster(cluster, redis_serv
 
     from notifications import notify
     from pipeline.connections import reset
-    from pipeline.redis.addresses import acl_rules
 
-    names = ["critical", "routine", "background"]
-    rules = acl_rules(names, cluster=True).split()
-    for node in cluster.nodes():
-        node.admin().execute_command("ACL", "SETUSER", "sluice", "reset", "on", ">cluster-pw", *rules)
-        node.admin().execute_command("ACL", "LOG", "RESET")
+    add_acl_user(cluster, "cluster-pw")
     url = cluster.url.replace("redis+cluster://", "redis+cluster://sluice:cluster-pw@")
     queues = {
         "critical": {"capacity": 60, "redis_url": url, "partitions": 3},
@@ -75,6 +70,6 @@ def test_the_documented_acl_user_runs_a_class_on_the_cluster(cluster, redis_serv
     finally:
         worker.stop()
         reset()
-    refused = [entry for node in cluster.nodes() for entry in node.admin().execute_command("ACL", "LOG")]
+    refused = acl_log(cluster)
     assert refused == [], refused[:3]
     assert not worker.problems(), worker.problems()

@@ -15,36 +15,29 @@ from django.contrib.auth import get_user_model
 
 from notifications import Outcome, Unavailable, notify
 from pipeline.connections import get_redis, reset
-from pipeline.redis.addresses import acl_rules
 from sluice_tools.bench.provider import SENT_KEY
 from sluice_tools.processes import WorkerProcess
 from sluice_tools.redis_cluster import TLS, RedisCluster, cluster_support
+from tests.cluster_helpers import acl_log, add_acl_user, use_cluster
 from tests.conftest import need
 from tests.integration.test_per_class_redis import CHANNELS, KINDS
 from tests.redis_topologies import make_certificates, tls_support
 from tests.waiting import wait_for
 
 PASSWORD = "s3cret/with:odd@chars"
-CLASSES = ["critical", "routine", "background"]
 USERS = 30
 
 
 @pytest.fixture(scope="module")
 def tls_cluster(tmp_path_factory):
-    """3 primaries and 3 replicas speaking only TLS, each knowing the user ``sluice`` with the documented rules."""
+    """3 primaries and 3 replicas speaking only TLS."""
     reason = cluster_support() or tls_support()
     if reason:
         need(reason)
     certs = make_certificates(tmp_path_factory.mktemp("certs"))
     started = RedisCluster(tls=TLS(ca=certs / "ca.crt", cert=certs / "server.crt", key=certs / "server.key")).start()
-    try:
-        rules = acl_rules(CLASSES, cluster=True).split()
-        for node in started.nodes():
-            with node.admin() as client:
-                client.execute_command("ACL", "SETUSER", "sluice", "reset", "on", f">{PASSWORD}", *rules)
-        yield started
-    finally:
-        started.stop()
+    yield started
+    started.stop()
 
 
 def user_url(cluster, url=None):
@@ -53,31 +46,16 @@ def user_url(cluster, url=None):
 
 
 def use(settings, cluster, plain_url, critical_url):
-    """Empty the cluster and the plain Redis, reset the nodes' ACL LOG; critical on ``critical_url`` (3 partitions),
-    routine and background on the plain Redis. Returns the queues' settings."""
-    for node in cluster.nodes():
-        with node.admin() as client:
-            if node in cluster.primaries():
-                client.flushall()
-            client.execute_command("ACL", "LOG", "RESET")
-    get_redis(plain_url).flushdb()
+    """The documented ACL user on every node, its ACL LOG empty; the cluster and the plain Redis emptied; critical on
+    ``critical_url`` (3 partitions), routine and background on the plain Redis. Returns the queues' settings."""
+    add_acl_user(cluster, PASSWORD)
     queues = {
         "critical": {"capacity": 60, "redis_url": critical_url, "partitions": 3},
         "routine": {"redis_url": plain_url},
         "background": {"redis_url": plain_url},
     }
-    settings.SLUICE_KINDS, settings.SLUICE_CHANNELS, settings.SLUICE_QUEUES = KINDS, CHANNELS, queues
-    reset()
+    use_cluster(settings, cluster, plain_url, queues)
     return queues
-
-
-def acl_log(cluster):
-    """What the nodes' ACL LOG recorded: every command or key refused to a user."""
-    found = []
-    for node in cluster.nodes():
-        with node.admin() as client:
-            found += client.execute_command("ACL", "LOG")
-    return found
 
 
 def keys_on(cluster):
